@@ -1,0 +1,3 @@
+from supervisor.entry import main
+
+main()

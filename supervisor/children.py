@@ -1,0 +1,120 @@
+"""The processes pai-launch starts, each with a thread that reports its end as one callback.
+
+- PlainProcess: the init run and the DataParallel process, output passed through to our stdout with
+  its tail kept for error messages.
+- Agent: a `python -m supervisor.agent` process that runs one generation per request.
+All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from supervisor import procs
+from supervisor.plan import Command
+from supervisor.protocol import GenerationRequest, GenerationResult
+
+TAIL_LINES = 20
+
+
+class PlainProcess:
+    """One process whose output we relay line by line and whose last lines we keep."""
+
+    def __init__(self, command: Command, base_env: dict[str, str], on_exit: Callable[[int, str], None]) -> None:
+        env = {**base_env, **command.env}
+        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.popen = subprocess.Popen(
+            procs.dies_with_parent(command.argv),
+            cwd=command.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.pid = self.popen.pid
+        self._on_exit = on_exit
+        threading.Thread(target=self._pump, name=f"pump-{self.pid}", daemon=True).start()
+
+    def _pump(self) -> None:
+        out = sys.stdout.buffer
+        assert self.popen.stdout is not None
+        for line in iter(self.popen.stdout.readline, b""):
+            self._tail.append(line.decode(errors="replace").rstrip("\n"))
+            try:
+                out.write(line)
+                out.flush()
+            except (OSError, ValueError):
+                pass
+        returncode = self.popen.wait()
+        self._on_exit(returncode, "\n".join(self._tail))
+
+
+class Agent:
+    """An agent process, started ahead of time so torch is already imported when a generation begins."""
+
+    def __init__(self, python: str, cwd: Path, base_env: dict[str, str]) -> None:
+        request_r, self._request_w = os.pipe()
+        self._result_r, result_w = os.pipe()
+        # Import this very copy of the package without putting it on the workers' PYTHONPATH.
+        bootstrap = f"import sys; sys.path.insert(0, {_package_root()!r}); from supervisor.agent import main; main()"
+        argv = [
+            python, "-c", bootstrap,
+            "--request-fd", str(request_r), "--result-fd", str(result_w), "--parent-pid", str(os.getpid()),
+        ]
+        try:
+            self.popen = subprocess.Popen(
+                argv, cwd=cwd, env=base_env, stdin=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(request_r, result_w),
+            )
+        finally:
+            os.close(request_r)
+            os.close(result_w)
+        self.pid = self.popen.pid
+        self.request: GenerationRequest | None = None
+
+    def run(self, request: GenerationRequest, on_result: Callable[[GenerationResult | None, int], None]) -> None:
+        """Hand the agent its generation; `on_result(result or None, agent returncode)` follows from a thread."""
+        self.request = request
+        try:
+            os.write(self._request_w, request.to_line())
+        except BrokenPipeError:
+            pass
+        os.close(self._request_w)
+        self._request_w = -1
+        threading.Thread(target=self._await_result, args=(on_result,), name=f"agent-{self.pid}", daemon=True).start()
+
+    def _await_result(self, on_result: Callable[[GenerationResult | None, int], None]) -> None:
+        chunks = []
+        while True:
+            chunk = os.read(self._result_r, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(self._result_r)
+        data = b"".join(chunks)
+        result = GenerationResult.from_line(data) if data.strip() else None
+        on_result(result, self.popen.wait())
+
+    def discard(self) -> None:
+        """An unused standby: closing its request pipe makes it exit; it has no workers."""
+        if self._request_w >= 0:
+            os.close(self._request_w)
+            self._request_w = -1
+        try:
+            os.close(self._result_r)
+        except OSError:
+            pass
+        procs.signal_pid(self.pid, 9)
+        self.popen.wait()
+
+
+def _package_root() -> str:
+    """The folder holding the `supervisor` package, so the agent imports this very copy."""
+    return str(Path(__file__).resolve().parent.parent)

@@ -1,0 +1,156 @@
+"""The command line: parse options into a LaunchSpec, preflight it, configure logging, run.
+
+Everything after SCRIPT belongs to the script, as with torchrun.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+try:  # recent typer carries its own copy of click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click.exceptions import UsageError
+
+from supervisor import __version__, exitcodes, logs, plan, savedir
+from supervisor.config import LOG_FORMATS, LaunchSpec, PreflightError, parse_gpu_list, physical_gpu_count, preflight, visible_gpus, default_nproc
+
+EPILOG = (
+    "Example: pai-launch --nproc 8 train.py --epochs 100\n\n"
+    "Exit codes: "
+    + "; ".join(f"{code} {meaning}" for code, meaning in exitcodes.TABLE)
+    + ".\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and PAI_LAUNCH_GENERATION "
+    "(0 for the init run, then 1, 2, ...)."
+)
+
+app = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"], "allow_interspersed_args": False},
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"pai-launch {__version__}")
+        raise typer.Exit(0)
+
+
+@app.command(epilog=EPILOG)
+def launch(
+    script: Annotated[Path, typer.Argument(help="The training script (run with `python -u`).", show_default=False)],
+    script_args: Annotated[
+        Optional[list[str]], typer.Argument(help="Arguments for the script; everything after SCRIPT goes to it.", show_default=False)
+    ] = None,
+    nproc: Annotated[
+        Optional[int],
+        typer.Option("--nproc", "--nproc-per-node", help="Worker processes on this machine. Default: the visible GPUs, else 1.",
+                     show_default=False),
+    ] = None,
+    save_name: Annotated[
+        Optional[str],
+        typer.Option("--save-name", help="The save_name the script passes to UPA.perforate_model, relative to the working "
+                     "directory. [default: PAI]", show_default=False),
+    ] = None,
+    gpus: Annotated[
+        Optional[str], typer.Option("--gpus", help="GPUs to use, e.g. 0,1,2 (sets CUDA_VISIBLE_DEVICES; the init run gets the first).",
+                                    show_default=False)
+    ] = None,
+    grace: Annotated[float, typer.Option("--grace", help="Seconds stopping processes may take before they are killed.")] = 30.0,
+    log_format: Annotated[str, typer.Option("--log-format", help="auto (console on a terminal, else JSON), console or json.")] = "auto",
+    log_dir: Annotated[
+        Optional[Path], typer.Option("--log-dir", help="Keep every rank's stdout/stderr of every generation in files under DIR.",
+                                     show_default=False)
+    ] = None,
+    poll: Annotated[bool, typer.Option("--poll", help="Watch the save folder by polling (network file systems).")] = False,
+    reinit: Annotated[bool, typer.Option("--reinit", help="Run the init run even when the save folder already holds its outputs.")] = False,
+    data_parallel: Annotated[
+        bool, typer.Option("--data-parallel", help="DataParallel workflow: init run, then one plain process with every GPU; no restarts.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (commands, environment, directory) and start nothing.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> int:
+    """Run PerforatedAI DistributedDataParallel training to completion: the init run, then one generation of
+    workers per dendrite restructure, relaunched with --pai_load_folder until SAVE/.training_complete appears."""
+    env = dict(os.environ)
+    physical = physical_gpu_count()
+    try:
+        gpu_list = parse_gpu_list(gpus) if gpus is not None else None
+        visible = visible_gpus(env, gpu_list, physical)
+        spec = LaunchSpec(
+            script=script,
+            script_args=tuple(script_args or ()),
+            nproc=default_nproc(visible) if nproc is None else nproc,
+            save_name=save_name if save_name is not None else "PAI",
+            save_name_given=save_name is not None,
+            gpus=gpu_list,
+            grace=grace,
+            log_format=log_format,
+            log_dir=None if log_dir is None else log_dir.resolve(),
+            poll=poll,
+            reinit=reinit,
+            data_parallel=data_parallel,
+            dry_run=dry_run,
+        )
+        preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
+    except PreflightError as exc:
+        _error(str(exc))
+        return exitcodes.USAGE
+    return _launch(spec, env, visible)
+
+
+_inbox: queue.SimpleQueue | None = None
+
+
+def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...]) -> int:
+    from supervisor.runner import Runner
+
+    log = logs.configure(spec.log_format)
+    marker_time = savedir.marker_mtime(spec.save_dir)
+    if marker_time is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
+        log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
+                 hint="nothing to do; use a new --save-name to train again")
+        return exitcodes.COMPLETE
+    runner = Runner(spec, _inbox if _inbox is not None else queue.SimpleQueue(), log, env)
+    if spec.dry_run:
+        load = spec.save_name if savedir.has_switches(spec.save_dir) else None
+        for line in plan.describe(spec, runner.run_id, visible, env, needs_init=runner.needs_init(), resume_folder=load):
+            print(line)
+        return exitcodes.COMPLETE
+    return runner.run()
+
+
+def _error(message: str) -> None:
+    print(f"pai-launch: error: {message}", file=sys.stderr)
+
+
+def run_command_line(argv: list[str], inbox: queue.SimpleQueue) -> int:
+    """Run the typer app without click's own exit handling, so usage errors are one line and exit 2."""
+    global _inbox
+    _inbox = inbox
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="pai-launch", standalone_mode=False)
+    except UsageError as exc:
+        _error(f"{exc.format_message()} (see pai-launch --help)")
+        return exitcodes.USAGE
+    except typer.Abort:
+        return exitcodes.for_signal(2)
+    return result if isinstance(result, int) else 0
+
+
+def main() -> None:
+    from supervisor.entry import main as entry_main
+
+    entry_main()

@@ -1,0 +1,140 @@
+"""The launch specification built from the command line, and the preflight that checks it.
+
+Preflight runs before anything starts: a failure is one line naming the problem and the fix, and
+exit code 2 (exitcodes.USAGE).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from supervisor import savedir
+
+RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
+LOG_FORMATS = ("auto", "console", "json")
+NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
+
+
+class PreflightError(Exception):
+    """A problem with the command line or the machine, found before anything started."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything one pai-launch run needs to know, resolved from the command line."""
+
+    script: Path
+    script_args: tuple[str, ...] = ()
+    nproc: int = 1
+    save_name: str = "PAI"
+    save_name_given: bool = False
+    gpus: tuple[str, ...] | None = None
+    grace: float = 30.0
+    log_format: str = "auto"
+    log_dir: Path | None = None
+    poll: bool = False
+    reinit: bool = False
+    data_parallel: bool = False
+    dry_run: bool = False
+    workdir: Path = field(default_factory=Path.cwd)
+    python: str = sys.executable
+
+    @property
+    def save_dir(self) -> Path:
+        return self.workdir / self.save_name
+
+
+def physical_gpu_count(proc_dir: Path = NVIDIA_PROC_DIR) -> int:
+    """GPUs the NVIDIA driver reports, read from /proc without touching CUDA (0 when there is no driver)."""
+    try:
+        return sum(1 for entry in proc_dir.iterdir() if entry.is_dir())
+    except OSError:
+        return 0
+
+
+def parse_gpu_list(text: str) -> tuple[str, ...]:
+    """'0,1,2' -> ('0', '1', '2'); rejects empty items, negatives and duplicates."""
+    items = tuple(item.strip() for item in text.split(","))
+    if not items or any(not item for item in items):
+        raise PreflightError(f"--gpus {text!r} has an empty item: give a comma-separated list such as --gpus 0,1")
+    for item in items:
+        if not (item.isdigit() or item.startswith(("GPU-", "MIG-"))):
+            raise PreflightError(f"--gpus item {item!r} is not a GPU index or UUID: give a list such as --gpus 0,1")
+    if len(set(items)) != len(items):
+        raise PreflightError(f"--gpus {text!r} names a GPU twice: list each GPU once")
+    return items
+
+
+def visible_gpus(env: dict[str, str], gpus: tuple[str, ...] | None, physical: int) -> tuple[str, ...]:
+    """The GPUs this run may use: --gpus, else CUDA_VISIBLE_DEVICES, else every GPU the driver reports."""
+    if gpus is not None:
+        return gpus
+    if "CUDA_VISIBLE_DEVICES" in env:
+        listed = tuple(item.strip() for item in env["CUDA_VISIBLE_DEVICES"].split(",") if item.strip())
+        # CUDA stops at the first invalid entry; "-1" is the usual way to hide every GPU.
+        valid = []
+        for item in listed:
+            if item.startswith("-"):
+                break
+            valid.append(item)
+        return tuple(valid)
+    return tuple(str(index) for index in range(physical))
+
+
+def default_nproc(visible: tuple[str, ...]) -> int:
+    return len(visible) or 1
+
+
+def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physical: int) -> None:
+    """Raise PreflightError for the first problem found; touch nothing."""
+    script = spec.script if spec.script.is_absolute() else spec.workdir / spec.script
+    if not script.exists():
+        raise PreflightError(f"script {spec.script} does not exist: check the path (relative to {spec.workdir})")
+    if not script.is_file():
+        raise PreflightError(f"script {spec.script} is not a file: give the training script's path")
+    for arg in spec.script_args:
+        name = arg.split("=", 1)[0]
+        if name in RESERVED_SCRIPT_FLAGS:
+            raise PreflightError(f"remove {name} from the script's arguments: pai-launch adds it itself when needed")
+    if spec.nproc < 1:
+        raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc 2")
+    if spec.data_parallel and nproc_given and spec.nproc != 1:
+        raise PreflightError("--nproc has no effect with --data-parallel (one process uses every GPU): drop --nproc")
+    if spec.gpus is not None and physical:
+        for item in spec.gpus:
+            if item.isdigit() and int(item) >= physical:
+                raise PreflightError(f"--gpus names GPU {item} but this machine has {physical}: use indices 0..{physical - 1}")
+    visible = visible_gpus(env, spec.gpus, physical)
+    if visible and not spec.data_parallel and spec.nproc > len(visible):
+        raise PreflightError(
+            f"--nproc {spec.nproc} is more than the {len(visible)} visible GPU(s): lower --nproc or add GPUs with --gpus"
+        )
+    if spec.grace < 0:
+        raise PreflightError(f"--grace {spec.grace} is negative: give seconds >= 0, e.g. --grace 30")
+    if spec.log_format not in LOG_FORMATS:
+        raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
+    _check_writable_folder(spec.save_dir, "--save-name")
+    if spec.log_dir is not None:
+        _check_writable_folder(spec.log_dir, "--log-dir")
+    if savedir.marker_mtime(spec.save_dir) is None and importlib.util.find_spec("torch") is None and not spec.dry_run:
+        raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this environment")
+
+
+def _check_writable_folder(folder: Path, option: str) -> None:
+    """The folder is a folder (or can be created), and we can write where it lives."""
+    if folder.exists():
+        if not folder.is_dir():
+            raise PreflightError(f"{option} {folder} exists and is not a folder: choose another name")
+        target = folder
+    else:
+        target = folder.parent
+        while not target.exists():
+            target = target.parent
+        if not target.is_dir():
+            raise PreflightError(f"{option} {folder}: {target} is not a folder: choose another path")
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise PreflightError(f"{option} {folder}: {target} is not writable: fix its permissions or choose another path")

@@ -1,0 +1,42 @@
+"""The exit codes pai-launch documents, in one place (README and --help quote them)."""
+
+import signal
+
+COMPLETE = 0
+#: Bad command line or failed preflight: nothing was started.
+USAGE = 2
+#: The single-process init run (--perforate_model_parallel) failed.
+INIT_FAILED = 3
+#: A generation ended with every worker at 0 but wrote neither a switch file nor the completion marker.
+NO_PROGRESS = 5
+#: pai-launch itself could not run a generation (the agent process died without a result).
+LAUNCHER_ERROR = 1
+
+TABLE = (
+    (COMPLETE, "training complete (or already complete)"),
+    (USAGE, "usage or preflight error; nothing was started"),
+    (INIT_FAILED, "the init run (--perforate_model_parallel) failed"),
+    (NO_PROGRESS, "a generation exited 0 without a new switch file or the completion marker"),
+    ("128+N", "stopped by signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)"),
+    ("other", "the failing worker's own exit code (128+N if it was killed by signal N)"),
+)
+
+
+def for_signal(signum: int) -> int:
+    """Shell convention: a run stopped by signal N exits 128+N."""
+    return 128 + int(signum)
+
+
+def from_returncode(returncode: int) -> int:
+    """Map a Popen-style return code (negative for a signal) to a shell exit code."""
+    return for_signal(-returncode) if returncode < 0 else returncode
+
+
+def describe_returncode(returncode: int) -> str:
+    """'exit code 3' or 'signal SIGKILL' for a Popen-style return code."""
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"

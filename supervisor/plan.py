@@ -1,0 +1,114 @@
+"""Pure construction of every command pai-launch runs: argv, environment additions, working directory.
+
+The same functions feed both the real launch and --dry-run, so the plan printed is the plan run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from supervisor.config import LaunchSpec
+
+RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"
+GENERATION_ENV = "PAI_LAUNCH_GENERATION"
+INIT_FLAG = "--perforate_model_parallel"
+LOAD_FLAG = "--pai_load_folder"
+WORKER_LOG_PREFIX = "[rank${rank}]: "
+
+
+@dataclass(frozen=True)
+class Command:
+    """A process to start: what runs, what it gets on top of pai-launch's environment, and where."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    cwd: Path
+
+
+def new_run_id(env: dict[str, str], now: float | None = None) -> str:
+    """One id for the whole run; a caller may fix it with PAI_LAUNCH_RUN_ID (e.g. to resume a logger run)."""
+    if env.get(RUN_ID_ENV):
+        return env[RUN_ID_ENV]
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def new_elastic_run_id(run_id: str, generation: int) -> str:
+    """A fresh rendezvous id per generation, so no stale store or peer address is reused."""
+    return f"{run_id}-g{generation}-{uuid.uuid4().hex[:6]}"
+
+
+def init_command(spec: LaunchSpec, run_id: str, visible: tuple[str, ...]) -> Command:
+    """`python -u SCRIPT --perforate_model_parallel ARGS`: one process, first GPU only."""
+    env = {RUN_ID_ENV: run_id, GENERATION_ENV: "0"}
+    if visible:
+        env["CUDA_VISIBLE_DEVICES"] = visible[0]
+    argv = (spec.python, "-u", str(spec.script), INIT_FLAG, *spec.script_args)
+    return Command(argv, env, spec.workdir)
+
+
+def worker_args(spec: LaunchSpec, load_folder: str | None) -> tuple[str, ...]:
+    """Arguments after the interpreter for every worker: `-u SCRIPT ARGS [--pai_load_folder SAVE]`."""
+    args = ("-u", str(spec.script), *spec.script_args)
+    return (*args, LOAD_FLAG, load_folder) if load_folder else args
+
+
+def generation_env(spec: LaunchSpec, run_id: str, generation: int, base_env: dict[str, str]) -> dict[str, str]:
+    """What workers get on top of pai-launch's environment (torch adds RANK, WORLD_SIZE, ...)."""
+    env = {RUN_ID_ENV: run_id, GENERATION_ENV: str(generation)}
+    if "OMP_NUM_THREADS" not in base_env:
+        env["OMP_NUM_THREADS"] = "1"
+    if spec.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
+    return env
+
+
+def data_parallel_command(spec: LaunchSpec, run_id: str, load_folder: str | None) -> Command:
+    """DataParallel mode: one plain `python -u SCRIPT ARGS` with every selected GPU visible."""
+    env = {RUN_ID_ENV: run_id, GENERATION_ENV: "1"}
+    if spec.gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
+    return Command((spec.python, *worker_args(spec, None)), env, spec.workdir)
+
+
+def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: dict[str, str], *, needs_init: bool,
+             resume_folder: str | None) -> list[str]:
+    """The --dry-run plan, one phase per block."""
+    lines = [f"pai-launch plan (run id {run_id}, working directory {spec.workdir})", f"save folder: {spec.save_dir}"]
+
+    def block(title: str, argv: tuple[str, ...], env: dict[str, str]) -> None:
+        lines.append(f"{title}:")
+        lines.append("  command: " + " ".join(_quote(part) for part in argv))
+        lines.append("  env: " + (" ".join(f"{key}={_quote(value)}" for key, value in sorted(env.items())) or "(none)"))
+        lines.append(f"  cwd: {spec.workdir}")
+
+    if needs_init:
+        init = init_command(spec, run_id, visible)
+        block("init run (1 process, stdin /dev/null)", init.argv, init.env)
+    else:
+        lines.append("init run: skipped (the save folder already holds its outputs and switch files)")
+    if spec.data_parallel:
+        dp = data_parallel_command(spec, run_id, None)
+        block("training (DataParallel: 1 process, restructures happen inside it)", dp.argv, dp.env)
+        return lines
+    first_load = resume_folder
+    env = generation_env(spec, run_id, 1, base_env)
+    block(
+        f"generation 1 ({spec.nproc} workers, torch elastic agent, c10d rendezvous on a free local port)",
+        (spec.python, *worker_args(spec, first_load)),
+        env,
+    )
+    lines.append(
+        f"generation 2, 3, ...: same, with {LOAD_FLAG} {spec.save_name} and {GENERATION_ENV}=N, "
+        f"relaunched whenever a generation writes a switch_*.pt; stop when {spec.save_name}/.training_complete appears"
+    )
+    return lines
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

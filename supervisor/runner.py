@@ -1,0 +1,300 @@
+"""The one impure loop: execute the machine's actions, turn what happens into events, feed them back.
+
+Everything that decides lives in machine.py; this module starts and signals processes, reads the
+save folder and logs. Whatever happens, leaving run() leaves no process of ours behind.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from supervisor import exitcodes, machine, plan, procs, savedir
+from supervisor.children import Agent, PlainProcess
+from supervisor.config import LaunchSpec, physical_gpu_count, visible_gpus
+from supervisor.protocol import GenerationRequest, GenerationResult
+from supervisor.watcher import SaveFolderWatcher, SwitchTouched
+
+TICK = 0.2
+#: On a machine with no spare core, start the next generation's agent only once workers are past start-up.
+STANDBY_DELAY = 4.0
+FINAL_SWEEP_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class _PlainExited:
+    kind: str  # "init" or "train"
+    returncode: int
+    log_tail: str
+
+
+@dataclass(frozen=True)
+class _AgentDone:
+    agent_pid: int
+    result: GenerationResult | None
+    returncode: int
+
+
+class Runner:
+    def __init__(self, spec: LaunchSpec, inbox: queue.SimpleQueue, log, env: dict[str, str] | None = None) -> None:
+        self.spec = spec
+        self.inbox = inbox
+        self.env = dict(os.environ if env is None else env)
+        self.visible = visible_gpus(self.env, spec.gpus, physical_gpu_count())
+        self.run_id = plan.new_run_id(self.env)
+        self.log = log.bind(run_id=self.run_id)
+        self.policy = machine.Policy(grace=spec.grace, data_parallel=spec.data_parallel)
+        self.save_name = spec.save_name
+        self.descendants = procs.Descendants()
+        self.plain: PlainProcess | None = None
+        self.agent: Agent | None = None
+        self.standby: Agent | None = None
+        self.watcher: SaveFolderWatcher | None = None
+        self.switches_before: savedir.SwitchSnapshot = {}
+        self.phase_started = time.monotonic()
+        self.init_started_wall = 0.0
+        self.stop_signal: int | None = None
+        self.stop_signalled: set[int] = set()
+        self.announced: set[str] = set()
+        self.own_log_root = spec.log_dir is None
+        self.log_root = Path(tempfile.mkdtemp(prefix="pai-launch-logs-")) if spec.log_dir is None else spec.log_dir
+        self.generation = 0
+        self.marker_seen = False
+
+    @property
+    def save_dir(self) -> Path:
+        return self.spec.workdir / self.save_name
+
+    def needs_init(self) -> bool:
+        if self.spec.reinit:
+            return True
+        return not (savedir.has_init_outputs(self.save_dir) and savedir.has_switches(self.save_dir))
+
+    def run(self) -> int:
+        procs.become_subreaper()
+        started = time.monotonic()
+        state, actions = machine.start(needs_init=self.needs_init())
+        self.log.info("run_started", script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.save_dir),
+                      mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid())
+        try:
+            while True:
+                for action in actions:
+                    if isinstance(action, machine.Finish):
+                        log = self.log.info if action.exit_code == 0 else self.log.error
+                        log("run_finished", exit_code=action.exit_code, reason=action.reason,
+                            generations=state.generation, duration_s=round(time.monotonic() - started, 2))
+                        return action.exit_code
+                    getattr(self, f"execute_{type(action).__name__}")(action)
+                event = self.next_event(state)
+                state, actions = machine.step(self.policy, state, event)
+        finally:
+            self.cleanup()
+
+    # --- events -----------------------------------------------------------------------------
+    def next_event(self, state: machine.State) -> machine.Event:
+        while True:
+            try:
+                raw = self.inbox.get(timeout=TICK)
+            except queue.Empty:
+                self.housekeeping(state)
+                return machine.Tick(time.monotonic())
+            if isinstance(raw, SwitchTouched):
+                self.on_switch_touched(raw)
+            elif isinstance(raw, _PlainExited):
+                return self.on_plain_exited(raw)
+            elif isinstance(raw, _AgentDone):
+                if self.agent is not None and raw.agent_pid == self.agent.pid:
+                    return self.on_agent_done(raw)
+            else:
+                if isinstance(raw, machine.SignalReceived):
+                    self.log.warning("signal_received", signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+                elif isinstance(raw, machine.MarkerAppeared) and not self.marker_seen:
+                    self.marker_seen = True
+                    self.log.info("completion_marker_seen", generation=self.generation, grace_s=self.spec.grace)
+                return raw
+
+    def housekeeping(self, state: machine.State) -> None:
+        self.descendants.refresh()
+        own = {child.pid for child in (self.plain, self.agent, self.standby) if child is not None}
+        self.descendants.reap_adopted(own)
+        if self.stop_signal is not None:
+            self.signal_run(self.stop_signal, only_new=True)
+        if self.standby_due(state):
+            self.start_standby()
+
+    def standby_due(self, state: machine.State) -> bool:
+        if self.spec.data_parallel or self.standby is not None or state.phase not in (machine.Phase.INIT, machine.Phase.TRAINING):
+            return False
+        spare_cores = (os.cpu_count() or 1) > self.spec.nproc + 1
+        return spare_cores or state.phase is machine.Phase.INIT or time.monotonic() - self.phase_started >= STANDBY_DELAY
+
+    def on_switch_touched(self, event: SwitchTouched) -> None:
+        if event.name not in self.announced:
+            self.announced.add(event.name)
+            self.log.info("dendrites_added", switch=savedir.switch_number(event.name), file=event.name, generation=self.generation)
+
+    def on_plain_exited(self, raw: _PlainExited) -> machine.Event:
+        duration = round(time.monotonic() - self.phase_started, 2)
+        self.plain = None
+        if raw.kind == "init":
+            log = self.log.info if raw.returncode == 0 else self.log.error
+            log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration)
+            if raw.returncode != 0:
+                self.log.error("init_output_tail", tail=raw.log_tail)
+                return machine.InitExited(raw.returncode, raw.log_tail)
+            return self.check_init_outputs(raw)
+        failures = () if raw.returncode == 0 else (machine.Failure(0, raw.returncode, raw.log_tail),)
+        self.log_generation_end(duration, failures, None)
+        return machine.GenerationEnded(failures=failures, complete=savedir.marker_mtime(self.save_dir) is not None)
+
+    def check_init_outputs(self, raw: _PlainExited) -> machine.InitExited:
+        """Find where the init run really saved: --save-name, or a folder the script chose itself."""
+        since = self.init_started_wall - 1.0
+        output = self.save_dir / savedir.INIT_OUTPUT
+        if output.is_file() and output.stat().st_mtime >= since:
+            return machine.InitExited(0)
+        found = [folder for folder in savedir.find_init_outputs(self.spec.workdir, since) if folder != self.save_dir]
+        if not found:
+            return machine.InitExited(0, outputs_missing=True)
+        actual = os.path.relpath(found[-1], self.spec.workdir)
+        if self.spec.save_name_given:
+            conflict = (f"the init run wrote its settings to {actual}/, not to --save-name {self.spec.save_name}: "
+                        f"pass --save-name {actual} (or make the script save to {self.spec.save_name})")
+            return machine.InitExited(0, save_conflict=conflict)
+        self.log.warning("save_folder_adopted", save_folder=actual, instead_of=self.spec.save_name,
+                         hint=f"the script saves to {actual}; pass --save-name {actual} to say so")
+        self.save_name = actual
+        return machine.InitExited(0)
+
+    def on_agent_done(self, raw: _AgentDone) -> machine.Event:
+        duration = round(time.monotonic() - self.phase_started, 2)
+        self.agent = None
+        result = raw.result
+        if result is None:
+            error = f"agent process ended with {exitcodes.describe_returncode(raw.returncode)} before reporting a result"
+            failures: tuple[machine.Failure, ...] = ()
+        else:
+            error = result.error
+            failures = tuple(machine.Failure(f.rank, f.returncode, f.log_tail) for f in result.failures)
+        progressed = tuple(savedir.changed_switches(self.switches_before, savedir.snapshot_switches(self.save_dir)))
+        complete = savedir.marker_mtime(self.save_dir) is not None
+        self.log_generation_end(duration, failures, error, progressed=progressed, complete=complete)
+        return machine.GenerationEnded(failures=failures, error=error, complete=complete, progressed=progressed)
+
+    def log_generation_end(self, duration: float, failures, error, *, progressed=(), complete=False) -> None:
+        fields = dict(generation=self.generation, duration_s=duration, complete=complete, switch_files=list(progressed))
+        if failures:
+            first = failures[0]
+            self.log.error("generation_failed", **fields, rank=first.rank, exit=exitcodes.describe_returncode(first.returncode),
+                           failed_ranks=[f.rank for f in failures])
+            if first.log_tail:
+                self.log.error("worker_log_tail", rank=first.rank, tail=first.log_tail)
+        elif error:
+            self.log.error("generation_failed", **fields, error=error)
+        else:
+            self.log.info("generation_ended", **fields, exit="all workers exited 0")
+
+    # --- actions ------------------------------------------------------------------------------
+    def execute_StartInit(self, action: machine.StartInit) -> None:
+        command = plan.init_command(self.spec, self.run_id, self.visible)
+        self.init_started_wall = time.time()
+        self.phase_started = time.monotonic()
+        self.plain = PlainProcess(command, self.env, lambda rc, tail: self.inbox.put(_PlainExited("init", rc, tail)))
+        self.log.info("init_started", pid=self.plain.pid, command=" ".join(command.argv[1:]))
+
+    def execute_StartGeneration(self, action: machine.StartGeneration) -> None:
+        self.generation = action.generation
+        self.phase_started = time.monotonic()
+        self.announced.clear()
+        load_folder = self.save_name if savedir.has_switches(self.save_dir) else None
+        if self.spec.data_parallel:
+            command = plan.data_parallel_command(self.spec, self.run_id, load_folder)
+            self.plain = PlainProcess(command, self.env, lambda rc, tail: self.inbox.put(_PlainExited("train", rc, tail)))
+            self.log.info("training_started", mode="data_parallel", pid=self.plain.pid)
+            return
+        self.start_watcher()
+        self.switches_before = savedir.snapshot_switches(self.save_dir)
+        warm = self.standby is not None
+        agent = self.standby or Agent(self.spec.python, self.spec.workdir, self.env)
+        self.standby = None
+        self.agent = agent
+        request = GenerationRequest(
+            generation=action.generation,
+            nproc=self.spec.nproc,
+            python=self.spec.python,
+            args=plan.worker_args(self.spec, load_folder),
+            env=plan.generation_env(self.spec, self.run_id, action.generation, self.env),
+            log_dir=str(self.log_root / f"generation-{action.generation}"),
+            grace=self.spec.grace,
+            elastic_run_id=plan.new_elastic_run_id(self.run_id, action.generation),
+        )
+        agent.run(request, lambda result, rc, pid=agent.pid: self.inbox.put(_AgentDone(pid, result, rc)))
+        self.log.info("generation_started", generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
+                      agent_pid=agent.pid, warm_agent=warm)
+
+    def execute_SignalRun(self, action: machine.SignalRun) -> None:
+        if action.signum in machine.STOP_SIGNALS:
+            self.stop_signal = action.signum
+            self.stop_signalled.clear()
+        targets = self.signal_run(action.signum, only_new=False)
+        self.log.info("signal_forwarded", signal=signal.Signals(action.signum).name, pids=targets)
+
+    def execute_KillRun(self, action: machine.KillRun) -> None:
+        count = self.descendants.kill_all()
+        self.log.warning("run_killed", processes=count)
+
+    # --- helpers ------------------------------------------------------------------------------
+    def run_processes(self) -> list[int]:
+        """The processes a signal for "the run" goes to: the init/DataParallel process, or the agent's workers."""
+        if self.plain is not None:
+            return [self.plain.pid]
+        if self.agent is None:
+            return []
+        try:
+            import psutil
+
+            return [child.pid for child in psutil.Process(self.agent.pid).children()]
+        except Exception:
+            return []
+
+    def signal_run(self, signum: int, *, only_new: bool) -> list[int]:
+        sent = []
+        for pid in self.run_processes():
+            if only_new and pid in self.stop_signalled:
+                continue
+            if procs.signal_group(pid, signum) or procs.signal_pid(pid, signum):
+                sent.append(pid)
+            if signum == self.stop_signal:
+                self.stop_signalled.add(pid)
+        return sent
+
+    def start_standby(self) -> None:
+        self.standby = Agent(self.spec.python, self.spec.workdir, self.env)
+        self.descendants.refresh()
+
+    def start_watcher(self) -> None:
+        if self.watcher is None and self.save_dir.is_dir():
+            self.watcher = SaveFolderWatcher(self.save_dir, self.inbox, poll=self.spec.poll)
+            self.watcher.start()
+
+    def cleanup(self) -> None:
+        """Leave nothing behind: stop watching, drop the standby agent, kill and reap every descendant."""
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.standby is not None:
+            self.standby.discard()
+            self.standby = None
+        self.descendants.refresh()
+        if self.descendants.alive():
+            killed = self.descendants.kill_all()
+            survivors = self.descendants.wait_gone(FINAL_SWEEP_TIMEOUT)
+            self.log.info("leftovers_killed", processes=killed, survivors=[p.pid for p in survivors])
+        self.descendants.reap_adopted(set())
+        if self.own_log_root:
+            shutil.rmtree(self.log_root, ignore_errors=True)
