@@ -1,0 +1,77 @@
+"""Tier 3: real torch DDP workers (gloo on CPU) under pai-launch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = [pytest.mark.torch, pytest.mark.proc]
+
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
+
+
+def pai_launch(*args, cwd, **popen):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "supervisor", "--log-format", "json", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+def log_events(stderr: str) -> list[dict]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(180)
+def test_two_generations_of_real_gloo_ddp_workers(tmp_path):
+    proc = pai_launch("--nproc", "2", str(HERE / "ddp_allreduce.py"), cwd=tmp_path)
+    out, err = proc.communicate(timeout=170)
+    assert proc.returncode == 0, err[-3000:]
+    events = log_events(err)
+    started = [e for e in events if e["event"] == "generation_started"]
+    assert [e["generation"] for e in started] == [1, 2]
+    assert started[0]["load_folder"] is None and started[1]["load_folder"] == "PAI"
+    results = {p.name: json.loads(p.read_text()) for p in (tmp_path / "results").glob("gen*-rank*.json")}
+    assert sorted(results) == ["gen1-rank0.json", "gen1-rank1.json", "gen2-rank0.json", "gen2-rank1.json"]
+    assert all(r["sum"] == 3.0 and r["world"] == 2 for r in results.values())
+    assert {r["run_id"] for r in results.values()} == {events[0]["run_id"]}
+    assert results["gen2-rank0.json"]["load"] == "PAI" and results["gen1-rank0.json"]["load"] is None
+    # DDP kept the ranks in step: both ranks hold the same weights after the synchronised update.
+    assert results["gen1-rank0.json"]["weight"] == results["gen1-rank1.json"]["weight"]
+    assert (tmp_path / "PAI" / ".training_complete").exists()
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_during_collectives_stops_every_worker_within_grace(tmp_path):
+    proc = pai_launch("--nproc", "2", "--grace", "10", str(HERE / "ddp_allreduce.py"), "--spin", cwd=tmp_path)
+    try:
+        wait_for(lambda: (tmp_path / "results" / "spinning").exists() or proc.poll() is not None, 100, "workers in all_reduce")
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        assert len(tree) >= 3  # the agent and two workers at least
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    assert elapsed < 10 + 2, f"pai-launch took {elapsed:.1f} s to stop with --grace 10"
+    survivors = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert survivors == []
+    finished = [e for e in log_events(err) if e["event"] == "run_finished"]
+    assert finished and finished[0]["reason"] == "stopped by SIGTERM"

@@ -1,0 +1,80 @@
+"""The command line maps onto a LaunchSpec exactly; errors are one line and exit 2."""
+
+import queue
+
+import pytest
+
+from supervisor import cli
+
+
+@pytest.fixture
+def launched(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
+    seen = {}
+
+    def fake_launch(spec, env, visible):
+        seen["spec"] = spec
+        return 0
+
+    monkeypatch.setattr(cli, "_launch", fake_launch)
+    return seen
+
+
+def run(argv):
+    return cli.run_command_line(argv, queue.SimpleQueue())
+
+
+def test_everything_after_script_belongs_to_the_script(launched):
+    assert run(["--nproc", "2", "train.py", "--nproc", "9", "--lr=1", "-h"]) == 0
+    spec = launched["spec"]
+    assert spec.nproc == 2 and spec.script_args == ("--nproc", "9", "--lr=1", "-h")
+
+
+def test_defaults(launched):
+    assert run(["train.py"]) == 0
+    spec = launched["spec"]
+    assert (spec.nproc, spec.save_name, spec.save_name_given, spec.grace, spec.gpus) == (1, "PAI", False, 30.0, None)
+    assert spec.log_format == "auto" and not (spec.poll or spec.reinit or spec.data_parallel or spec.dry_run)
+
+
+def test_nproc_per_node_alias_and_every_option(launched, tmp_path):
+    argv = ["--nproc-per-node", "1", "--save-name", "OUT", "--grace", "5", "--log-format", "json", "--log-dir", "logs",
+            "--poll", "--reinit", "--dry-run", "train.py"]
+    assert run(argv) == 0
+    spec = launched["spec"]
+    assert (spec.nproc, spec.save_name, spec.save_name_given, spec.grace) == (1, "OUT", True, 5.0)
+    assert spec.log_dir == tmp_path / "logs" and spec.poll and spec.reinit and spec.dry_run
+
+
+def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):
+    assert run(["--gpus", "0,1", "train.py"]) == 0
+    assert launched["spec"].gpus == ("0", "1") and launched["spec"].nproc == 2
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--bogus", "train.py"], "No such option: --bogus"),
+        ([], "Missing argument"),
+        (["--nproc", "zero", "train.py"], "Invalid value for '--nproc'"),
+        (["--nproc", "0", "train.py"], "less than 1"),
+        (["missing.py"], "does not exist"),
+        (["--gpus", "0,0", "train.py"], "names a GPU twice"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(launched, capsys, argv, message):
+    assert run(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pai-launch: error: ") and message in err and "\n" not in err
+    assert "spec" not in launched
+
+
+def test_version_and_help(launched, capsys):
+    assert run(["--version"]) == 0
+    assert "pai-launch 0.1.0" in capsys.readouterr().out
+    assert run(["-h"]) == 0
+    out = capsys.readouterr().out
+    assert "Example: pai-launch --nproc 8 train.py" in out and "Exit codes" in out and "--nproc-per-node" in out

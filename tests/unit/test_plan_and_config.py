@@ -1,0 +1,121 @@
+"""Pure construction of commands and environments, and the preflight's one-line errors."""
+
+from pathlib import Path
+
+import pytest
+
+from supervisor import plan
+from supervisor.config import LaunchSpec, PreflightError, parse_gpu_list, preflight, visible_gpus
+
+
+def spec(tmp_path, **overrides):
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    base = dict(script=Path("train.py"), workdir=tmp_path, python="/py")
+    return LaunchSpec(**{**base, **overrides})
+
+
+def test_init_command_runs_one_unbuffered_process_on_the_first_gpu(tmp_path):
+    command = plan.init_command(spec(tmp_path, script_args=("--lr", "1")), "RID", ("2", "3"))
+    assert command.argv == ("/py", "-u", "train.py", "--perforate_model_parallel", "--lr", "1")
+    assert command.env == {"PAI_LAUNCH_RUN_ID": "RID", "PAI_LAUNCH_GENERATION": "0", "CUDA_VISIBLE_DEVICES": "2"}
+    assert command.cwd == tmp_path
+
+
+def test_init_command_on_a_cpu_machine_leaves_cuda_alone(tmp_path):
+    assert "CUDA_VISIBLE_DEVICES" not in plan.init_command(spec(tmp_path), "RID", ()).env
+
+
+def test_worker_args_append_the_load_folder_only_when_resuming(tmp_path):
+    s = spec(tmp_path, script_args=("--epochs", "3"))
+    assert plan.worker_args(s, None) == ("-u", "train.py", "--epochs", "3")
+    assert plan.worker_args(s, "PAI") == ("-u", "train.py", "--epochs", "3", "--pai_load_folder", "PAI")
+
+
+def test_generation_env_sets_omp_threads_unless_the_user_did(tmp_path):
+    s = spec(tmp_path, gpus=("0", "1"))
+    env = plan.generation_env(s, "RID", 4, {})
+    assert env == {"PAI_LAUNCH_RUN_ID": "RID", "PAI_LAUNCH_GENERATION": "4", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert "OMP_NUM_THREADS" not in plan.generation_env(s, "RID", 4, {"OMP_NUM_THREADS": "8"})
+
+
+def test_run_id_comes_from_the_environment_when_given():
+    assert plan.new_run_id({"PAI_LAUNCH_RUN_ID": "mine"}) == "mine"
+    first, second = plan.new_run_id({}), plan.new_run_id({})
+    assert first != second
+
+
+def test_elastic_run_ids_are_fresh_per_generation():
+    assert plan.new_elastic_run_id("RID", 1) != plan.new_elastic_run_id("RID", 1)
+
+
+def test_dry_run_plan_names_every_phase(tmp_path):
+    lines = plan.describe(spec(tmp_path, nproc=2), "RID", (), {}, needs_init=True, resume_folder=None)
+    text = "\n".join(lines)
+    assert "--perforate_model_parallel" in text and "generation 1 (2 workers" in text and "PAI_LAUNCH_RUN_ID=RID" in text
+
+
+@pytest.mark.parametrize(
+    "env, gpus, physical, expected",
+    [
+        ({}, None, 0, ()),
+        ({}, None, 2, ("0", "1")),
+        ({"CUDA_VISIBLE_DEVICES": "3,1"}, None, 4, ("3", "1")),
+        ({"CUDA_VISIBLE_DEVICES": ""}, None, 4, ()),
+        ({"CUDA_VISIBLE_DEVICES": "-1"}, None, 4, ()),
+        ({"CUDA_VISIBLE_DEVICES": "0,-1,2"}, None, 4, ("0",)),
+        ({"CUDA_VISIBLE_DEVICES": "0"}, ("1", "2"), 4, ("1", "2")),
+    ],
+)
+def test_visible_gpus(env, gpus, physical, expected):
+    assert visible_gpus(env, gpus, physical) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0,,1", "0,0", "a", "-1"])
+def test_bad_gpu_lists_are_rejected(text):
+    with pytest.raises(PreflightError):
+        parse_gpu_list(text)
+
+
+def check(s, *, nproc_given=True, env=None, physical=0):
+    preflight(s, nproc_given=nproc_given, env=env or {}, physical=physical)
+
+
+def test_preflight_accepts_a_good_spec(tmp_path):
+    check(spec(tmp_path, nproc=2))
+
+
+@pytest.mark.parametrize(
+    "overrides, physical, message",
+    [
+        (dict(script=Path("missing.py")), 0, "does not exist"),
+        (dict(script=Path(".")), 0, "is not a file"),
+        (dict(nproc=0), 0, "less than 1"),
+        (dict(nproc=3), 2, "more than the 2 visible GPU"),
+        (dict(gpus=("5",)), 2, "this machine has 2"),
+        (dict(grace=-1.0), 0, "negative"),
+        (dict(script_args=("--pai_load_folder", "X")), 0, "remove --pai_load_folder"),
+        (dict(script_args=("--perforate_model_parallel",)), 0, "remove --perforate_model_parallel"),
+        (dict(data_parallel=True, nproc=2), 0, "--data-parallel"),
+        (dict(log_format="xml"), 0, "--log-format"),
+    ],
+)
+def test_preflight_errors_are_one_line_naming_problem_and_fix(tmp_path, overrides, physical, message):
+    with pytest.raises(PreflightError) as caught:
+        check(spec(tmp_path, **overrides), physical=physical)
+    text = str(caught.value)
+    assert message in text and "\n" not in text and ":" in text
+
+
+def test_preflight_rejects_a_save_name_that_is_a_file(tmp_path):
+    (tmp_path / "PAI").write_text("not a folder")
+    with pytest.raises(PreflightError, match="not a folder"):
+        check(spec(tmp_path))
+
+
+def test_preflight_checks_writability_with_the_real_access_call(tmp_path, monkeypatch):
+    import supervisor.config as config
+
+    monkeypatch.setattr(config.os, "access", lambda path, mode: False)
+    with pytest.raises(PreflightError, match="not writable"):
+        check(spec(tmp_path, save_name="deep/new/PAI"))
