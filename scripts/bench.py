@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Benchmark pai-launch against the reference bash loop + torchrun, side by side, in one run.
+
+Both tools train examples/train_pai_ddp.py (init -> restructures -> complete) with the same number of
+processes, interleaved A B B A (repeated --rounds times) so machine noise hits both alike. Timestamps
+come from the example's own `PAI_EXAMPLE {...}` lines. Per tool it prints:
+
+- total wall time of a whole run;
+- launcher gap: rank 0's exit of one phase (init run or generation) to the moment the next
+  generation's rank-0 worker process exists (its first statement);
+- full restart gap: the same exit to that worker's first optimizer step;
+- the launcher's own CPU seconds and peak RSS (bash for the loop, the pai-launch process itself),
+  plus the CPU of the launcher's helper processes (torchrun agents / pai-launch agents);
+- `--help` start-up time.
+
+Usage: .venv/bin/python scripts/bench.py [--rounds 1] [--nproc 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "train_pai_ddp.py"
+REFERENCE = ROOT / "scripts" / "reference" / "train_distributed.sh"
+BIN = Path(sys.executable).parent
+LINE = re.compile(r"PAI_EXAMPLE (\{.*\})")
+EXITS = {"init_exit", "restructure_exit", "complete_exit"}
+
+
+@dataclass
+class Sample:
+    """What one run measured."""
+
+    tool: str
+    wall_s: float
+    returncode: int
+    launcher_gaps: list[float] = field(default_factory=list)
+    restart_gaps: list[float] = field(default_factory=list)
+    generations: int = 0
+    own_cpu_s: float = 0.0
+    own_peak_rss_mb: float = 0.0
+    helper_cpu_s: float = 0.0
+
+
+class ProcessSampler(threading.Thread):
+    """Samples the launcher process and its non-worker descendants every 50 ms."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(pid)
+        self.stop = threading.Event()
+        self.own_cpu = 0.0
+        self.own_hwm_kb = 0
+        self.helper_cpu: dict[int, float] = {}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                times = self.root.cpu_times()
+                self.own_cpu = times.user + times.system
+                self.own_hwm_kb = max(self.own_hwm_kb, _vm_hwm_kb(self.root.pid))
+                children = self.root.children(recursive=True)
+            except psutil.Error:
+                return
+            for child in children:
+                try:
+                    cmdline = " ".join(child.cmdline())
+                    if "train_pai_ddp.py" in cmdline:
+                        continue  # a training worker, not the launcher
+                    times = child.cpu_times()
+                    self.helper_cpu[child.pid] = times.user + times.system
+                except psutil.Error:
+                    continue
+            self.stop.wait(0.05)
+
+
+def _vm_hwm_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def command_for(tool: str, nproc: int) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ)
+    if tool == "bash loop":
+        env.update(SAVE_NAME="PAI", PYTHON_SCRIPT=str(EXAMPLE), NUM_GPUS=str(nproc),
+                   TORCHRUN=str(BIN / "torchrun"), PYTHON=str(BIN / "python"))
+        return ["bash", str(REFERENCE)], env
+    return [str(BIN / "pai-launch"), "--nproc", str(nproc), "--log-format", "json", str(EXAMPLE)], env
+
+
+def run_once(tool: str, nproc: int) -> Sample:
+    argv, env = command_for(tool, nproc)
+    with tempfile.TemporaryDirectory(prefix="pai-bench-") as workdir:
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, text=True)
+        sampler = ProcessSampler(proc.pid)
+        sampler.start()
+        out, _ = proc.communicate()
+        wall = time.monotonic() - started
+        sampler.stop.set()
+        sampler.join()
+    events = [json.loads(match.group(1)) for match in map(LINE.search, out.splitlines()) if match]
+    sample = Sample(tool, wall, proc.returncode, own_cpu_s=sampler.own_cpu, own_peak_rss_mb=sampler.own_hwm_kb / 1024,
+                    helper_cpu_s=sum(sampler.helper_cpu.values()))
+    rank0 = sorted((e for e in events if e.get("rank", 0) == 0), key=lambda e: e["t"])
+    last_exit = None
+    waiting_step = None
+    for event in rank0:
+        if event["event"] in EXITS:
+            last_exit = event["t"]
+        elif event["event"] == "process_start" and last_exit is not None:
+            sample.launcher_gaps.append(event["t"] - last_exit)
+            sample.generations += 1
+            waiting_step, last_exit = last_exit, None
+        elif event["event"] == "first_step" and waiting_step is not None:
+            sample.restart_gaps.append(event["t"] - waiting_step)
+            waiting_step = None
+    return sample
+
+
+def help_time(argv: list[str], repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.monotonic()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1, help="A B B A rounds (each is 2 runs of each tool)")
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--json", type=Path, default=None, help="also write every sample here")
+    options = parser.parse_args()
+
+    order = ["bash loop", "pai-launch", "pai-launch", "bash loop"] * options.rounds
+    samples: list[Sample] = []
+    for index, tool in enumerate(order, 1):
+        sample = run_once(tool, options.nproc)
+        samples.append(sample)
+        print(f"[{index}/{len(order)}] {tool:10s} exit {sample.returncode}  wall {sample.wall_s:6.1f} s  "
+              f"generations {sample.generations}  launcher gaps {[round(g, 2) for g in sample.launcher_gaps]}", flush=True)
+
+    helps = {"bash loop": help_time([str(BIN / "torchrun"), "--help"]), "pai-launch": help_time([str(BIN / "pai-launch"), "--help"])}
+    rows = []
+    for tool in ("bash loop", "pai-launch"):
+        mine = [s for s in samples if s.tool == tool]
+        rows.append({
+            "tool": tool,
+            "runs": len(mine),
+            "failed_runs": sum(s.returncode != 0 for s in mine),
+            "wall_s": mean([s.wall_s for s in mine]),
+            "launcher_gap_s": mean([g for s in mine for g in s.launcher_gaps]),
+            "restart_gap_s": mean([g for s in mine for g in s.restart_gaps]),
+            "own_cpu_s": mean([s.own_cpu_s for s in mine]),
+            "own_peak_rss_mb": max(s.own_peak_rss_mb for s in mine),
+            "helper_cpu_s": mean([s.helper_cpu_s for s in mine]),
+            "help_s": helps[tool],
+        })
+    print()
+    print(f"{'':28s}{'bash loop + torchrun':>22s}{'pai-launch':>14s}{'ratio':>9s}")
+    labels = [
+        ("runs (failed)", None), ("total wall time, s", "wall_s"), ("launcher gap, s", "launcher_gap_s"),
+        ("full restart gap, s", "restart_gap_s"), ("launcher own CPU, s", "own_cpu_s"),
+        ("launcher own peak RSS, MB", "own_peak_rss_mb"), ("helper processes CPU, s", "helper_cpu_s"),
+        ("--help start-up, s", "help_s"),
+    ]
+    ref, new = rows
+    for label, key in labels:
+        if key is None:
+            print(f"{label:28s}{ref['runs']:>17d} ({ref['failed_runs']}){new['runs']:>9d} ({new['failed_runs']})")
+            continue
+        ratio = new[key] / ref[key] if ref[key] else float("nan")
+        print(f"{label:28s}{ref[key]:>22.2f}{new[key]:>14.2f}{ratio:>9.2f}")
+    print("(bash loop's own figures are bash's; its --help row is `torchrun --help`.)")
+    print()
+    targets = [
+        ("launcher gap <= 0.5x the bash loop's", new["launcher_gap_s"] <= 0.5 * ref["launcher_gap_s"]),
+        ("pai-launch peak RSS < 80 MB", new["own_peak_rss_mb"] < 80),
+        ("pai-launch --help < 0.5 s", new["help_s"] < 0.5),
+        ("every run completed (exit 0)", ref["failed_runs"] == 0 and new["failed_runs"] == 0),
+    ]
+    for text, met in targets:
+        print(f"  [{'met' if met else 'MISSED'}] {text}")
+    if options.json:
+        options.json.write_text(json.dumps({"samples": [s.__dict__ for s in samples], "summary": rows}, indent=2))
+    return 0 if all(met for _, met in targets) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
