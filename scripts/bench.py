@@ -66,6 +66,7 @@ class ProcessSampler(threading.Thread):
         self.own_cpu = 0.0
         self.own_hwm_kb = 0
         self.helper_cpu: dict[int, float] = {}
+        self.workers: set[int] = set()
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -77,10 +78,15 @@ class ProcessSampler(threading.Thread):
             except psutil.Error:
                 return
             for child in children:
+                if child.pid in self.workers:
+                    continue
                 try:
                     cmdline = " ".join(child.cmdline())
+                    if not cmdline:
+                        continue  # a zombie: it was counted (or not) while it ran
                     if "train_pai_ddp.py" in cmdline:
-                        continue  # a training worker, not the launcher
+                        self.workers.add(child.pid)  # a training process, not the launcher
+                        continue
                     times = child.cpu_times()
                     self.helper_cpu[child.pid] = times.user + times.system
                 except psutil.Error:
