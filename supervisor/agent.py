@@ -15,6 +15,8 @@ import glob
 import os
 import signal
 import sys
+import threading
+import time
 import traceback
 
 import psutil
@@ -66,11 +68,48 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
     return ""
 
 
-def _root_cause_order(item) -> tuple:
-    """Earliest failure first; among equals, a real exit code before the SIGTERM/SIGKILL torch sent the rest."""
+class _ExitClock:
+    """When each worker exited, seen with waitid(WNOWAIT) so torch's Popen still reaps it and gets its status.
+
+    torch stamps failures in whole seconds: the rank that crashed and the ranks torch then stopped usually
+    share a stamp, and a stopped rank may exit 143 from its own SIGTERM handler. The exit order tells them apart.
+    """
+
+    def __init__(self) -> None:
+        self.exited: dict[int, float] = {}
+        self._watched: set[int] = set()
+        self._done = threading.Event()
+        threading.Thread(target=self._discover, name="exit-clock", daemon=True).start()
+
+    def _discover(self) -> None:
+        me = psutil.Process()
+        while not self._done.wait(0.02):
+            try:
+                children = me.children()
+            except psutil.Error:
+                continue
+            for child in children:
+                if child.pid not in self._watched:
+                    self._watched.add(child.pid)
+                    threading.Thread(target=self._await_exit, args=(child.pid,), daemon=True).start()
+
+    def _await_exit(self, pid: int) -> None:
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:  # already reaped by torch: no time for it
+            return
+        self.exited.setdefault(pid, time.monotonic())
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+def _root_cause_order(item, exited: dict[int, float] | None = None) -> tuple:
+    """Earliest failure first: by torch's stamp, then by exit time; among equals, a real exit code before the
+    SIGTERM/SIGKILL torch sent the rest."""
     rank, failure = item
     collateral = failure.exitcode in (-signal.SIGTERM, -signal.SIGKILL)
-    return (failure.timestamp, collateral, rank)
+    return (failure.timestamp, (exited or {}).get(failure.pid, float("inf")), collateral, rank)
 
 
 def run_generation(request: GenerationRequest) -> GenerationResult:
@@ -93,17 +132,20 @@ def run_generation(request: GenerationRequest) -> GenerationResult:
         shutdown_timeout=max(1, int(request.grace)),
     )
     entrypoint_args = procs.dies_with_parent((request.python, *request.args), python=request.python)[1:]
+    clock = _ExitClock()
     try:
         elastic_launch(config, request.python)(*entrypoint_args)
     except ChildFailedError as exc:
         failures = tuple(
             WorkerFailure(rank=int(rank), returncode=int(f.exitcode), pid=int(f.pid), log_tail=_log_tail(request.log_dir, f.local_rank))
-            for rank, f in sorted(exc.failures.items(), key=_root_cause_order)
+            for rank, f in sorted(exc.failures.items(), key=lambda item: _root_cause_order(item, clock.exited))
         )
         return GenerationResult(request.generation, failures=failures, log_dir=request.log_dir)
     except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
         detail = traceback.format_exception_only(exc)[-1].strip()
         return GenerationResult(request.generation, error=detail, log_dir=request.log_dir)
+    finally:
+        clock.stop()
     return GenerationResult(request.generation, log_dir=request.log_dir)
 
 

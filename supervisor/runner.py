@@ -63,7 +63,8 @@ class Runner:
         self.stop_signalled: set[int] = set()
         self.announced: set[str] = set()
         self.own_log_root = spec.log_dir is None
-        self.log_root = Path(tempfile.mkdtemp(prefix="pai-launch-logs-")) if spec.log_dir is None else spec.log_dir
+        #: Made in run(), not here: --dry-run builds a Runner too and must write nothing.
+        self.log_root: Path | None = spec.log_dir
         self.generation = 0
         self.marker_seen = False
 
@@ -78,6 +79,8 @@ class Runner:
 
     def run(self) -> int:
         procs.become_subreaper()
+        if self.log_root is None:
+            self.log_root = Path(tempfile.mkdtemp(prefix="pai-launch-logs-"))
         started = time.monotonic()
         state, actions = machine.start(needs_init=self.needs_init())
         self.log.info("run_started", script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.save_dir),
@@ -296,5 +299,5 @@ class Runner:
             survivors = self.descendants.wait_gone(FINAL_SWEEP_TIMEOUT)
             self.log.info("leftovers_killed", processes=killed, survivors=[p.pid for p in survivors])
         self.descendants.reap_adopted(set())
-        if self.own_log_root:
+        if self.own_log_root and self.log_root is not None:
             shutil.rmtree(self.log_root, ignore_errors=True)

@@ -3,9 +3,14 @@
 It follows the real protocol: `--perforate_model_parallel` writes SAVE/array_dims.csv and exits 0;
 each generation rank 0 writes switch_N.pt (N = 2 * generation) and every rank exits 0; in the last
 generation rank 0 writes SAVE/.training_complete instead. Options add faults.
+
+Options that report back to a test (all optional): --record DIR (one JSON file per process: argv,
+PAI_LAUNCH_*/RANK/WORLD_SIZE, pid, cwd, whether stdin is /dev/null), --ready-dir DIR (a file per running
+process, holding its --spawn-grandchild sleeper's pid), --signal-log FILE (one 'rank SIGNAME' line per signal).
 """
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -30,6 +35,18 @@ parser.add_argument("--linger-after-marker", action="store_true", help="keep run
 parser.add_argument("--spawn-grandchild", action="store_true", help="start a sleeper in its own session")
 parser.add_argument("--ready-dir", default=None, help="touch READY_DIR/<gen>-<rank>.<pid> once running")
 parser.add_argument("--signal-log", default=None, help="append 'rank signame' here for each signal received")
+parser.add_argument("--ignore-sigint", action="store_true", help="log SIGINT and keep running")
+parser.add_argument("--hang-rank", type=int, default=None, help="only this rank runs until signalled")
+parser.add_argument("--hang-generation", type=int, default=None, help="run until signalled in this generation only")
+parser.add_argument("--hold-until", default=None, help="keep training until this file exists")
+parser.add_argument("--fail-signal", type=int, default=None,
+                    help="the --fail-rank dies by this signal (default action) instead of exiting with --fail-code")
+parser.add_argument("--hang-init", action="store_true", help="the init run runs until signalled (after its ready file)")
+# Same names as pai-launch options: a test passes them after SCRIPT to prove they reach the script, not pai-launch.
+parser.add_argument("--nproc", default=None)
+parser.add_argument("--dry-run", action="store_true")
+parser.add_argument("--record", default=None,
+                    help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
 
 rank = int(os.environ.get("RANK", "0"))
@@ -42,6 +59,8 @@ def log_signal(signum, frame):
             handle.write(f"{rank} {signal.Signals(signum).name}\n")
     if signum == signal.SIGTERM and args.ignore_sigterm:
         return
+    if signum == signal.SIGINT and args.ignore_sigint:
+        return
     if signum in (signal.SIGUSR1, signal.SIGUSR2):
         return
     sys.exit(128 + signum)
@@ -50,27 +69,71 @@ def log_signal(signum, frame):
 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
     signal.signal(signum, log_signal)
 
+
+def _write_atomically(path, text):
+    with open(path + ".tmp", "w") as handle:
+        handle.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def _stdin_is_devnull():
+    try:
+        here, null = os.fstat(0), os.stat(os.devnull)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (null.st_dev, null.st_ino) or here.st_rdev == null.st_rdev
+
+
+if args.record:
+    keys = ("PAI_LAUNCH_RUN_ID", "PAI_LAUNCH_GENERATION", "RANK", "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS")
+    record = {
+        "argv": sys.argv[1:],
+        "env": {key: os.environ.get(key) for key in keys},
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "cwd": os.getcwd(),
+        "stdin_devnull": _stdin_is_devnull(),
+        "init": args.perforate_model_parallel,
+        "load_folder": args.pai_load_folder,
+    }
+    _write_atomically(os.path.join(args.record, f"{generation}-{rank}-{os.getpid()}.json"), json.dumps(record))
+
 if args.perforate_model_parallel:
     if args.fail_init is not None:
         print("init run failing on purpose", file=sys.stderr)
         sys.exit(args.fail_init)
+    if args.ready_dir:
+        _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"), "")
+    while args.hang_init:
+        time.sleep(0.05)
     os.makedirs(args.save, exist_ok=True)
     with open(os.path.join(args.save, "array_dims.csv"), "w") as handle:
         handle.write(".fc1,1,32\n")
     print("init done")
     sys.exit(0)
 
+grandchild = None
 if args.spawn_grandchild:
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    # The working directory rides along in argv so a test can find the sleeper by its command line.
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.getcwd()], start_new_session=True)
 if args.ready_dir:
-    open(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"), "w").close()
+    # The file's content is the grandchild's pid (empty without one).
+    _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"),
+                      "" if grandchild is None else str(grandchild.pid))
 print(f"rank {rank} generation {generation} load={args.pai_load_folder}", flush=True)
 
 deadline = time.monotonic() + args.train_seconds
-while args.hang or time.monotonic() < deadline:
+hang = args.hang or args.hang_rank == rank or args.hang_generation == generation
+while hang or time.monotonic() < deadline or (args.hold_until and not os.path.exists(args.hold_until)):
     time.sleep(0.05)
 
 if args.fail_rank == rank and args.fail_generation == generation:
+    if args.fail_signal is not None:
+        print(f"rank {rank} killing itself with signal {args.fail_signal}", file=sys.stderr, flush=True)
+        if args.fail_signal not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(args.fail_signal, signal.SIG_DFL)
+        os.kill(os.getpid(), args.fail_signal)
+        time.sleep(10)
     print(f"rank {rank} failing on purpose with {args.fail_code}", file=sys.stderr, flush=True)
     sys.exit(args.fail_code)
 if args.no_progress:

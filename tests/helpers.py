@@ -1,0 +1,229 @@
+"""Shared test helpers: waiting on conditions, running `pai-launch` as a subprocess, reading what it left.
+
+No fixed sleeps: every wait is `wait_until(predicate, timeout)` on a file, a log line or a process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+FAKE_TRAINER = TESTS / "fake_trainer.py"
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.02, message: str = "") -> T:
+    """Poll `predicate` until it returns something truthy (returned) or `timeout` seconds pass (AssertionError)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            what = message or getattr(predicate, "__name__", repr(predicate))
+            raise WaitTimeout(f"timed out after {timeout} s waiting for {what} (last value: {value!r})")
+        time.sleep(interval)
+
+
+# --- processes ------------------------------------------------------------------------------------
+def is_live(proc: psutil.Process) -> bool:
+    """Running and not a zombie (a zombie has exited; it only waits to be reaped)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def describe(proc: psutil.Process) -> str:
+    try:
+        return f"pid {proc.pid} ({' '.join(proc.cmdline())[:200]!r}, status {proc.status()}, ppid {proc.ppid()})"
+    except psutil.Error:
+        return f"pid {proc.pid} (gone)"
+
+
+def processes_mentioning(text: str) -> list[psutil.Process]:
+    """Live processes (not this one) whose command line or working directory contains `text`."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if text in " ".join(proc.cmdline()) or text in proc.cwd():
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def kill_processes(procs: Iterable[psutil.Process]) -> None:
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+
+
+def assert_all_gone(procs: Iterable[psutil.Process], *, within: float, mentioning: str | None = None, since: float | None = None,
+                    what: str = "processes of the run") -> None:
+    """Every process in `procs` (and every process mentioning `mentioning`) is gone `within` seconds of `since`.
+
+    Survivors are named in the failure and then killed, so one failure doesn't cascade.
+    """
+    procs = list(procs)
+    start = time.monotonic() if since is None else since
+
+    def survivors() -> list[psutil.Process]:
+        live = [proc for proc in procs if is_live(proc)]
+        if mentioning is not None:
+            known = {proc.pid for proc in live}
+            live += [proc for proc in processes_mentioning(mentioning) if proc.pid not in known]
+        return live
+
+    left = survivors()
+    while left and time.monotonic() - start < within:
+        time.sleep(0.02)
+        left = survivors()
+    if left:
+        names = [describe(proc) for proc in left]
+        kill_processes(left)
+        raise AssertionError(f"{what} still alive {within} s later: {names}")
+
+
+# --- pai-launch as a subprocess ---------------------------------------------------------------------
+@dataclass
+class Launch:
+    """One `pai-launch` subprocess: its output goes to files, so nothing can block on a full pipe."""
+
+    popen: subprocess.Popen
+    stdout_path: Path
+    stderr_path: Path
+    started: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def wait(self, timeout: float = 60) -> int:
+        try:
+            rc = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"pai-launch did not exit within {timeout} s; stderr:\n{self.stderr[-4000:]}") from None
+        if self.ended is None:
+            self.ended = time.monotonic()
+        return rc
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+
+    def send(self, signum: int) -> float:
+        """Send a signal to pai-launch; return the moment (monotonic) it was sent."""
+        now = time.monotonic()
+        self.popen.send_signal(signum)
+        return now
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        """pai-launch's own JSON log lines on stderr (workers' output lines there are skipped)."""
+        found = []
+        for line in self.stderr.splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and "event" in event and (name is None or event["event"] == name):
+                found.append(event)
+        return found
+
+    def event(self, name: str) -> dict[str, Any]:
+        """The one event called `name` (fails when there is none or several)."""
+        found = self.events(name)
+        assert len(found) == 1, f"expected one {name} event, found {len(found)}:\n{self.log_summary()}"
+        return found[0]
+
+    def event_names(self) -> list[str]:
+        return [event["event"] for event in self.events()]
+
+    def log_summary(self) -> str:
+        return "\n".join(json.dumps(event) for event in self.events())[-6000:] or self.stderr[-6000:]
+
+
+def launch_env(tmp_root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A clean environment: no inherited run id, no GPUs (so --nproc is free), TMPDIR inside the test folder."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    tmp = tmp_root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(tmp)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str, str], name: str = "launch",
+                     new_session: bool = False) -> Launch:
+    """`python -m supervisor ARGS` with stdout/stderr in files under io_dir; `new_session` makes it a process-group
+    leader, like a shell job, so a test can signal its whole group as a terminal's Ctrl+C does."""
+    io_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path, stderr_path = io_dir / f"{name}.stdout", io_dir / f"{name}.stderr"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", *args],
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=new_session,
+        )
+    return Launch(popen, stdout_path, stderr_path)
+
+
+# --- files ------------------------------------------------------------------------------------------
+def tree_state(root: Path) -> dict[str, tuple]:
+    """Every entry under `root` (itself included): kind, content hash, size, mode and mtime_ns."""
+    state: dict[str, tuple] = {}
+    paths = [root, *sorted(root.rglob("*"))]
+    for path in paths:
+        st = path.lstat()
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            state[rel] = ("link", os.readlink(path), st.st_mtime_ns)
+        elif path.is_dir():
+            state[rel] = ("dir", st.st_mode, st.st_mtime_ns)
+        else:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            state[rel] = ("file", digest, st.st_size, st.st_mode, st.st_mtime_ns)
+    return state
+
+
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name

@@ -1,0 +1,121 @@
+"""The restart loop end to end: init run, generations, and how a generation's end decides the exit code."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+
+
+def _generations(launch):
+    return [(event["generation"], event["load_folder"]) for event in launch.events("generation_started")]
+
+
+def test_full_cycle_restarts_on_each_switch_file_until_the_marker(scene):
+    launch, rc = scene.run("--nproc", "2", "--grace", "3", script_args=["--generations", "3"])
+
+    assert rc == 0, launch.log_summary()
+    save = scene.work / "PAI"
+    assert (save / ".training_complete").is_file()
+    assert (save / "switch_2.pt").is_file() and (save / "switch_4.pt").is_file()
+    assert launch.event_names().count("init_started") == 1
+    assert _generations(launch) == [(1, None), (2, "PAI"), (3, "PAI")]
+    assert [e["switch_files"] for e in launch.events("generation_ended")] == [["switch_2.pt"], ["switch_4.pt"], []]
+    assert {e["file"] for e in launch.events("dendrites_added")} == {"switch_2.pt", "switch_4.pt"}
+    finished = launch.event("run_finished")
+    assert (finished["exit_code"], finished["generations"]) == (0, 3)
+
+    records = scene.records()
+    init, workers = records[0], records[1:]
+    assert init["init"] and init["argv"][0] == "--perforate_model_parallel"
+    assert init["env"]["PAI_LAUNCH_GENERATION"] == "0" and init["env"]["RANK"] is None
+    by_generation = {}
+    for record in workers:
+        by_generation.setdefault(int(record["env"]["PAI_LAUNCH_GENERATION"]), []).append(record)
+    assert sorted(by_generation) == [1, 2, 3]
+    for generation, group in by_generation.items():
+        assert sorted(int(r["env"]["RANK"]) for r in group) == [0, 1], generation
+        for record in group:
+            assert record["env"]["WORLD_SIZE"] == "2"
+            assert "--perforate_model_parallel" not in record["argv"]
+            if generation == 1:
+                assert "--pai_load_folder" not in record["argv"]
+            else:
+                assert record["argv"][-2:] == ["--pai_load_folder", "PAI"], record["argv"]
+    run_ids = {record["env"]["PAI_LAUNCH_RUN_ID"] for record in records}
+    assert run_ids == {finished["run_id"]} and None not in run_ids
+    assert {event["run_id"] for event in launch.events()} == run_ids
+    assert all(record["stdin_devnull"] for record in records)
+    assert all(record["cwd"] == str(scene.work) for record in records)
+    # Worker output reaches pai-launch's stdout; its temporary per-rank log folder is removed at the end.
+    assert "rank 1 generation 3 load=PAI" in launch.stdout
+    assert scene.tmp_listing() == []
+
+
+def test_rewriting_the_same_switch_file_counts_as_progress(scene):
+    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "3", "--rewrite-switch"])
+
+    assert rc == 0, launch.log_summary()
+    assert [e["switch_files"] for e in launch.events("generation_ended")] == [["switch_2.pt"], ["switch_2.pt"], []]
+    assert _generations(launch) == [(1, None), (2, "PAI"), (3, "PAI")]
+    assert sorted(p.name for p in (scene.work / "PAI").glob("switch_*.pt")) == ["switch_2.pt"]
+
+
+def test_generation_without_switch_file_or_marker_exits_5(scene):
+    launch, rc = scene.run("--nproc", "2", script_args=["--no-progress"])
+
+    assert rc == 5, launch.log_summary()
+    assert _generations(launch) == [(1, None)]
+    finished = launch.event("run_finished")
+    assert finished["exit_code"] == 5 and "no progress" in finished["reason"]
+    assert not (scene.work / "PAI" / ".training_complete").exists()
+
+
+@pytest.mark.parametrize("peer", ["peer_finishes", "peer_still_running"])
+def test_failing_worker_exit_code_becomes_the_exit_code_with_rank_and_log_tail(scene, peer):
+    # peer_still_running: torch stops rank 0 (which exits 143 from its SIGTERM handler) in the same second;
+    # rank 1's 7 is still the root cause.
+    extra = ["--hang-rank", "0"] if peer == "peer_still_running" else []
+    launch, rc = scene.run("--nproc", "2", "--grace", "3",
+                           script_args=["--fail-rank", "1", "--fail-code", "7", *extra])
+
+    assert rc == 7, launch.log_summary()
+    failed = launch.event("generation_failed")
+    assert (failed["rank"], failed["exit"], failed["generation"]) == (1, "exit code 7", 1)
+    tail = launch.event("worker_log_tail")
+    assert tail["rank"] == 1 and "rank 1 failing on purpose with 7" in tail["tail"]
+    finished = launch.event("run_finished")
+    assert finished["exit_code"] == 7 and "rank 1" in finished["reason"]
+    assert _generations(launch) == [(1, None)]
+
+
+def test_worker_killed_by_a_signal_exits_128_plus_the_signal(scene):
+    launch, rc = scene.run("--nproc", "2", "--grace", "3",
+                           script_args=["--fail-rank", "1", "--fail-signal", "9", "--hang-rank", "0"])
+
+    assert rc == 128 + 9, launch.log_summary()
+    failed = launch.event("generation_failed")
+    assert (failed["rank"], failed["exit"]) == (1, "signal SIGKILL")
+    assert "rank 1 killing itself with signal 9" in launch.event("worker_log_tail")["tail"]
+
+
+def test_init_run_failure_exits_3_with_its_output_tail_and_starts_no_workers(scene):
+    launch, rc = scene.run("--nproc", "2", script_args=["--fail-init", "4"])
+
+    assert rc == 3, launch.log_summary()
+    assert launch.event("init_exited")["exit"] == "exit code 4"
+    assert "init run failing on purpose" in launch.event("init_output_tail")["tail"]
+    assert "init run failing on purpose" in launch.stdout  # the init run's output is passed through
+    assert "generation_started" not in launch.event_names()
+    assert [record["init"] for record in scene.records()] == [True]
+    assert launch.event("run_finished")["exit_code"] == 3
+
+
+def test_init_run_that_writes_no_array_dims_exits_3(scene, tmp_path):
+    script = tmp_path / "io" / "no_outputs.py"
+    script.write_text("print('init without save_tracker_settings')\n")
+    launch, rc = scene.run("--nproc", "2", script=script, instrument=False)
+
+    assert rc == 3, launch.log_summary()
+    assert "array_dims.csv" in launch.event("run_finished")["reason"]
+    assert "generation_started" not in launch.event_names()

@@ -1,0 +1,92 @@
+"""No orphans: however pai-launch ends, every process of the run is gone.
+
+The kill -9 tests snapshot pai-launch's descendants while it runs, then SIGKILL it: each of those
+processes, and any process whose command line or working directory names the test's folder, must be gone
+within 2 s. (pai-launch is a child subreaper, so once it is dead its orphans re-parent elsewhere: the check
+does not rely on them being our descendants.)
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import psutil
+import pytest
+
+from helpers import assert_all_gone, is_live, wait_until
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+
+GONE_WITHIN_S = 2.0
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+@pytest.mark.parametrize("phase", ["init", "training"])
+def test_kill_9_of_pai_launch_leaves_no_process_behind(scene, tmp_path, phase):
+    script_args = ["--hang-init"] if phase == "init" else ["--hang", "--spawn-grandchild"]
+    launch = scene.start("--nproc", "2", "--grace", "30", script_args=script_args)
+    if phase == "init":
+        scene.wait_ready(0, 1)
+        expected = {scene.ready(0)[0][0]}
+    else:
+        ready = scene.wait_ready(1, 2)
+        expected = {pid for pid, _ in ready.values()} | {gc for _, gc in ready.values()}
+    # The ready files come from the processes themselves, so they are already descendants of pai-launch.
+    snapshot = wait_until(lambda: (lambda d: d if expected <= {p.pid for p in d} else None)(_descendants(launch.pid)), 10,
+                          message="the trainer processes to show up under pai-launch")
+    if phase == "training":
+        assert len(snapshot) >= 5, [p.pid for p in snapshot]  # agent, 2 workers, 2 sleepers (and maybe a standby agent)
+
+    killed = time.monotonic()
+    launch.popen.send_signal(signal.SIGKILL)
+    assert launch.wait(10) == -signal.SIGKILL
+
+    assert_all_gone(snapshot, within=GONE_WITHIN_S, since=killed, mentioning=str(tmp_path),
+                    what="processes of the run after kill -9 of pai-launch")
+
+
+def test_grandchild_in_its_own_session_is_swept_when_the_run_completes(scene):
+    launch = scene.start("--nproc", "2", script_args=["--generations", "1", "--spawn-grandchild",
+                                                     "--hold-until", str(scene.hold_file)])
+    ready = scene.wait_ready(1, 2)
+    sleepers = [psutil.Process(gc) for _, gc in ready.values()]
+    assert all(is_live(proc) for proc in sleepers)
+    scene.hold_file.touch()
+    rc = launch.wait(60)
+
+    assert rc == 0, launch.log_summary()
+    # Swept before pai-launch exited, not merely after: nothing to wait for here.
+    assert not [proc.pid for proc in sleepers if is_live(proc)]
+    assert launch.event("leftovers_killed")["processes"] >= 2
+
+
+def test_grandchild_is_swept_when_a_worker_fails(scene):
+    launch = scene.start("--nproc", "2", script_args=["--spawn-grandchild", "--fail-rank", "0", "--fail-code", "9",
+                                                     "--hold-until", str(scene.hold_file)])
+    ready = scene.wait_ready(1, 2)
+    sleepers = [psutil.Process(gc) for _, gc in ready.values()]
+    scene.hold_file.touch()
+    rc = launch.wait(60)
+
+    assert rc == 9, launch.log_summary()
+    assert not [proc.pid for proc in sleepers if is_live(proc)]
+
+
+def test_kill_9_of_the_agent_fails_the_run_with_1_and_leaves_no_process_behind(scene, tmp_path):
+    launch = scene.start("--nproc", "2", "--grace", "30", script_args=["--hang", "--spawn-grandchild"])
+    ready = scene.wait_ready(1, 2)
+    agent = psutil.Process(launch.event("generation_started")["agent_pid"])
+    run = [agent, *agent.children(recursive=True)]
+    assert {pid for pid, _ in ready.values()} | {gc for _, gc in ready.values()} <= {p.pid for p in run}
+
+    agent.kill()
+    rc = launch.wait(30)
+
+    assert rc == 1, launch.log_summary()
+    assert "agent process ended with signal SIGKILL" in launch.event("generation_failed")["error"]
+    # pai-launch itself has exited: its workers died with the agent, the sleepers were swept.
+    assert_all_gone(run, within=1.0, mentioning=str(tmp_path), what="processes of the run after kill -9 of the agent")

@@ -1,0 +1,178 @@
+"""Signals sent to a running pai-launch: stop signals forwarded once then a deadline, SIGUSR1/2 passed on,
+a second Ctrl+C, workers that ignore SIGTERM, and a completion marker with a lingering rank 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import datetime
+
+import psutil
+import pytest
+
+from helpers import is_live, wait_until
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+
+
+def _forwarded_pids(launch, name: str) -> list[int]:
+    return [pid for event in launch.events("signal_forwarded") if event["signal"] == name for pid in event["pids"]]
+
+
+def _stamp(event) -> float:
+    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_stop_signal_mid_generation_is_forwarded_once_and_exits_128_plus_n(scene, signum):
+    grace = 10.0
+    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang", "--spawn-grandchild"])
+    ready = scene.wait_ready(1, 2)
+    workers = {pid for pid, _ in ready.values()}
+    grandchildren = [psutil.Process(gc) for _, gc in ready.values()]
+
+    sent = launch.send(signum)
+    rc = launch.wait(30)
+
+    assert rc == 128 + signum, launch.log_summary()
+    assert launch.ended - sent < grace, "the workers exited at once; pai-launch must not wait out the grace period"
+    received = launch.event("signal_received")
+    assert (received["signal"], received["phase"]) == (signum.name, "training")
+    # pai-launch forwarded the signal exactly once to each worker, and never needed SIGKILL.
+    assert sorted(_forwarded_pids(launch, signum.name)) == sorted(workers)
+    assert "run_killed" not in launch.event_names()
+    seen = scene.signals()
+    assert sorted(seen) == [0, 1]
+    for rank, names in seen.items():
+        assert names[0] == signum.name, (rank, names)
+        if signum != signal.SIGTERM:  # torch itself only ever sends SIGTERM, so these counts are pai-launch's alone
+            assert names.count(signum.name) == 1, (rank, names)
+    finished = launch.event("run_finished")
+    assert finished["exit_code"] == 128 + signum and signum.name in finished["reason"]
+    # The sleepers the workers started in their own sessions were swept before pai-launch exited.
+    assert not [gc.pid for gc in grandchildren if is_live(gc)]
+
+
+@pytest.mark.parametrize("phase", ["init", "training"])
+def test_ctrl_c_to_the_terminal_process_group_reaches_each_process_once(scene, phase):
+    # A terminal's Ctrl+C signals the whole foreground process group. The run's processes live in their own
+    # sessions, so they get SIGINT only from pai-launch: once, not twice.
+    script_args = ["--hang-init"] if phase == "init" else ["--hang"]
+    launch = scene.start("--nproc", "2", "--grace", "10", script_args=script_args, new_session=True)
+    generation, count = (0, 1) if phase == "init" else (1, 2)
+    scene.wait_ready(generation, count)
+
+    os.killpg(launch.pid, signal.SIGINT)
+    rc = launch.wait(30)
+
+    assert rc == 130, launch.log_summary()
+    seen = scene.signals()
+    assert sorted(seen) == list(range(count))
+    assert all(names.count("SIGINT") == 1 for names in seen.values()), seen
+    assert len(launch.events("signal_received")) == 1
+
+
+@pytest.mark.parametrize("moment", ["init_started", "init_exited", "generation_started", "generation_ended"])
+def test_sigterm_at_any_moment_stops_the_run_without_waiting_out_the_grace(scene, moment):
+    # The generation that runs (or starts) when the signal arrives hangs until signalled. Workers that appear
+    # after the signal must get it too, as they appear: otherwise they would run until the SIGKILL at --grace.
+    grace = 8.0
+    hang = "2" if moment == "generation_ended" else "1"
+    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang-generation", hang, "--generations", "3"])
+    wait_until(lambda: moment in launch.event_names(), 45, interval=0.005, message=moment)
+
+    sent = launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    assert launch.ended - sent < grace, launch.log_summary()
+    assert "run_killed" not in launch.event_names()
+    assert launch.event("run_finished")["exit_code"] == 143
+
+
+def test_sigterm_during_the_init_run_is_forwarded_to_it_and_exits_143(scene):
+    launch = scene.start("--nproc", "2", "--grace", "10", script_args=["--hang-init"])
+    scene.wait_ready(0, 1)
+
+    launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    assert scene.signals() == {0: ["SIGTERM"]}
+    assert launch.event("signal_received")["phase"] == "init"
+    assert "generation_started" not in launch.event_names()
+    assert [record["init"] for record in scene.records()] == [True]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGUSR2], ids=lambda s: s.name)
+def test_sigusr_is_forwarded_to_the_workers_and_the_run_goes_on_to_complete(scene, signum):
+    launch = scene.start("--nproc", "2", "--grace", "5",
+                         script_args=["--generations", "2", "--hold-until", str(scene.hold_file)])
+    ready = scene.wait_ready(1, 2)
+
+    launch.send(signum)
+    wait_until(lambda: all(signum.name in names for names in scene.signals().values()) and len(scene.signals()) == 2,
+               20, message=f"both ranks to log {signum.name}")
+    scene.hold_file.touch()
+    rc = launch.wait(60)
+
+    assert rc == 0, launch.log_summary()
+    assert scene.signals() == {0: [signum.name], 1: [signum.name]}
+    assert sorted(_forwarded_pids(launch, signum.name)) == sorted(pid for pid, _ in ready.values())
+    assert [e["generation"] for e in launch.events("generation_started")] == [1, 2]
+    assert (scene.work / "PAI" / ".training_complete").is_file()
+
+
+def test_worker_ignoring_sigterm_is_killed_when_grace_runs_out(scene):
+    grace = 2.0
+    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang", "--ignore-sigterm"])
+    scene.wait_ready(1, 2)
+
+    sent = launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    took = launch.ended - sent
+    assert grace <= took < grace + 6, f"exit {took:.2f} s after SIGTERM with --grace {grace}"
+    # Each worker saw the SIGTERM exactly once over the whole grace period: no re-sending on every tick.
+    assert scene.signals() == {0: ["SIGTERM"], 1: ["SIGTERM"]}
+    assert launch.event("run_killed")["processes"] >= 2
+    assert launch.event("run_finished")["exit_code"] == 143
+
+
+def test_second_sigint_kills_at_once_instead_of_waiting_out_the_grace(scene):
+    grace = 60.0
+    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang", "--ignore-sigint"])
+    scene.wait_ready(1, 2)
+
+    launch.send(signal.SIGINT)
+    wait_until(lambda: scene.signals() == {0: ["SIGINT"], 1: ["SIGINT"]}, 20, message="both ranks to log the first SIGINT")
+    second = launch.send(signal.SIGINT)
+    rc = launch.wait(30)
+
+    assert rc == 130, launch.log_summary()
+    assert launch.ended - second < 10, "the second SIGINT must not wait for --grace"
+    assert scene.signals() == {0: ["SIGINT"], 1: ["SIGINT"]}, "the second SIGINT kills; it is not forwarded again"
+    assert len(launch.events("signal_received")) == 2
+    assert launch.event("run_killed")["processes"] >= 2
+
+
+@pytest.mark.parametrize("rank0", ["obeys_sigterm", "ignores_sigterm"])
+def test_marker_seen_while_rank0_lingers_stops_the_workers_after_grace_and_exits_0(scene, rank0):
+    grace = 2.0
+    extra = ["--ignore-sigterm"] if rank0 == "ignores_sigterm" else []
+    launch, rc = scene.run("--nproc", "2", "--grace", str(grace),
+                           script_args=["--generations", "1", "--linger-after-marker", *extra])
+
+    assert rc == 0, launch.log_summary()
+    assert (scene.work / "PAI" / ".training_complete").is_file()
+    seen = launch.event("completion_marker_seen")
+    finished = launch.event("run_finished")
+    assert finished["exit_code"] == 0 and "grace" in finished["reason"]
+    assert _stamp(finished) - _stamp(seen) >= grace - 0.05
+    assert "SIGTERM" in scene.signals().get(0, []), "the lingering rank 0 was stopped"
+    if rank0 == "ignores_sigterm":  # then SIGKILLed a second grace period later, and still a complete run
+        assert launch.event("run_killed")["processes"] >= 1
+        assert _stamp(finished) - _stamp(seen) >= 2 * grace - 0.05
+        assert scene.signals()[0] == ["SIGTERM"]
+    assert [e["generation"] for e in launch.events("generation_started")] == [1]
