@@ -16,13 +16,14 @@ import os
 import signal
 import sys
 import threading
-import time
 import traceback
 
 import psutil
 
 from supervisor import procs
 from supervisor.protocol import GenerationRequest, GenerationResult, WorkerFailure
+from supervisor.relay import LogRelay
+from supervisor.workers import WorkerExit, WorkerWatch
 
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
 PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3
@@ -68,51 +69,35 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
     return ""
 
 
-class _ExitClock:
-    """When each worker exited, seen with waitid(WNOWAIT) so torch's Popen still reaps it and gets its status.
-
-    torch stamps failures in whole seconds: the rank that crashed and the ranks torch then stopped usually
-    share a stamp, and a stopped rank may exit 143 from its own SIGTERM handler. The exit order tells them apart.
-    """
-
-    def __init__(self) -> None:
-        self.exited: dict[int, float] = {}
-        self._watched: set[int] = set()
-        self._done = threading.Event()
-        threading.Thread(target=self._discover, name="exit-clock", daemon=True).start()
-
-    def _discover(self) -> None:
-        me = psutil.Process()
-        while not self._done.wait(0.02):
-            try:
-                children = me.children()
-            except psutil.Error:
-                continue
-            for child in children:
-                if child.pid not in self._watched:
-                    self._watched.add(child.pid)
-                    threading.Thread(target=self._await_exit, args=(child.pid,), daemon=True).start()
-
-    def _await_exit(self, pid: int) -> None:
-        try:
-            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-        except ChildProcessError:  # already reaped by torch: no time for it
-            return
-        self.exited.setdefault(pid, time.monotonic())
-
-    def stop(self) -> None:
-        self._done.set()
+def _is_collateral(returncode: int) -> bool:
+    """SIGTERM/SIGKILL (or 143/137 from a handler) is what torch sends the other ranks once one has failed."""
+    return returncode in (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL)
 
 
-def _root_cause_order(item, exited: dict[int, float] | None = None) -> tuple:
-    """Earliest failure first: by torch's stamp, then by exit time; among equals, a real exit code before the
-    SIGTERM/SIGKILL torch sent the rest."""
-    rank, failure = item
-    collateral = failure.exitcode in (-signal.SIGTERM, -signal.SIGKILL)
-    return (failure.timestamp, (exited or {}).get(failure.pid, float("inf")), collateral, rank)
+def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
+    """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
+    failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, _is_collateral(e.returncode), e.rank))
+    return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank)) for e in failed)
 
 
-def run_generation(request: GenerationRequest) -> GenerationResult:
+class _Reporter:
+    """Writes the one result and leaves at once, whoever gets there first: the worker watch or torch."""
+
+    def __init__(self, result_fd: int, relay: LogRelay) -> None:
+        self._fd = result_fd
+        self._relay = relay
+        self._lock = threading.Lock()
+
+    def report(self, result: GenerationResult) -> None:
+        with self._lock:
+            self._relay.stop()
+            os.write(self._fd, result.to_line())
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)  # torch's remaining teardown (exit barrier, store shutdown) has nothing left to do for us
+
+
+def run_generation(request: GenerationRequest, result_fd: int) -> None:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -127,26 +112,35 @@ def run_generation(request: GenerationRequest) -> GenerationResult:
         rdzv_endpoint="localhost:0",
         max_restarts=0,
         monitor_interval=0.1,
-        logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.ALL),
-        log_line_prefix_template="[rank${rank}]: ",
+        logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
         shutdown_timeout=max(1, int(request.grace)),
     )
     entrypoint_args = procs.dies_with_parent((request.python, *request.args), python=request.python)[1:]
-    clock = _ExitClock()
+    reporter = _Reporter(result_fd, LogRelay(request.log_dir).start())
+
+    def all_exited(exits: list[WorkerExit]) -> None:
+        failures = failures_from_exits(exits, request.log_dir)
+        reporter.report(GenerationResult(request.generation, failures=failures, log_dir=request.log_dir))
+
+    watch = WorkerWatch(request.nproc, all_exited)
     try:
         elastic_launch(config, request.python)(*entrypoint_args)
+        result = GenerationResult(request.generation, log_dir=request.log_dir)
     except ChildFailedError as exc:
+        def order(item):
+            rank, f = item
+            return (f.timestamp, watch.exit_time(f.pid), _is_collateral(f.exitcode), rank)
+
         failures = tuple(
-            WorkerFailure(rank=int(rank), returncode=int(f.exitcode), pid=int(f.pid), log_tail=_log_tail(request.log_dir, f.local_rank))
-            for rank, f in sorted(exc.failures.items(), key=lambda item: _root_cause_order(item, clock.exited))
+            WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(request.log_dir, f.local_rank))
+            for rank, f in sorted(exc.failures.items(), key=order)
         )
-        return GenerationResult(request.generation, failures=failures, log_dir=request.log_dir)
+        result = GenerationResult(request.generation, failures=failures, log_dir=request.log_dir)
     except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
         detail = traceback.format_exception_only(exc)[-1].strip()
-        return GenerationResult(request.generation, error=detail, log_dir=request.log_dir)
-    finally:
-        clock.stop()
-    return GenerationResult(request.generation, log_dir=request.log_dir)
+        result = GenerationResult(request.generation, error=detail, log_dir=request.log_dir)
+    watch.stop()
+    reporter.report(result)
 
 
 def _read_line(fd: int) -> bytes:
@@ -167,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parent-pid", type=int, required=True)
     options = parser.parse_args(argv)
     _arm_parent_watch(options.parent_pid)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, _ignore)
     import torch.distributed.launcher.api  # noqa: F401  - warm up before the request arrives
@@ -174,11 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     line = _read_line(options.request_fd)
     if not line:
         os._exit(0)
-    result = run_generation(GenerationRequest.from_line(line))
-    os.write(options.result_fd, result.to_line())
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    run_generation(GenerationRequest.from_line(line), options.result_fd)
 
 
 if __name__ == "__main__":

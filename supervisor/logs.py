@@ -1,6 +1,7 @@
 """structlog set-up: readable lines on a terminal, JSON lines for systemd, Slurm and Docker.
 
-pai-launch's own lines go to stderr; the training processes' output goes to stdout untouched.
+pai-launch's own lines go to stderr. The training processes' stdout and stderr go to pai-launch's stdout and
+stderr, each worker line prefixed with `[rankN]: `.
 """
 
 from __future__ import annotations

@@ -1,0 +1,80 @@
+"""Relay the workers' per-rank log files to the agent's stdout/stderr, each line prefixed with its rank.
+
+torch writes each rank's output to files (so failures can show a log tail); this thread tails them.
+Unlike torch's own tee it can be drained on demand, so the agent may leave the moment the workers
+have exited without losing their last lines.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import threading
+from typing import BinaryIO
+
+INTERVAL = 0.05
+_STREAMS = {"stdout.log": "stdout", "stderr.log": "stderr"}
+
+
+class LogRelay:
+    def __init__(self, log_dir: str, rank_offset: int = 0) -> None:
+        self._pattern = os.path.join(log_dir, "**", "attempt_*", "*", "std*.log")
+        self._rank_offset = rank_offset
+        self._offsets: dict[str, int] = {}
+        self._partial: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-relay", daemon=True)
+
+    def start(self) -> LogRelay:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(INTERVAL):
+            self.drain()
+
+    def drain(self, *, final: bool = False) -> None:
+        """Copy every complete new line (and, when final, any unterminated rest) to our own streams."""
+        with self._lock:
+            for path in sorted(glob.glob(self._pattern, recursive=True)):
+                name = os.path.basename(path)
+                if name not in _STREAMS:
+                    continue
+                local_rank = os.path.basename(os.path.dirname(path))
+                if not local_rank.isdigit():
+                    continue
+                sink = getattr(sys, _STREAMS[name]).buffer
+                self._copy(path, f"[rank{self._rank_offset + int(local_rank)}]: ".encode(), sink, final)
+
+    def _copy(self, path: str, prefix: bytes, sink: BinaryIO, final: bool) -> None:
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(self._offsets.get(path, 0))
+                data = handle.read()
+        except OSError:
+            return
+        if not data and not (final and self._partial.get(path)):
+            return
+        self._offsets[path] = self._offsets.get(path, 0) + len(data)
+        data = self._partial.pop(path, b"") + data
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        if final and rest:
+            lines.append(rest)
+        elif rest:
+            self._partial[path] = rest
+        if lines:
+            try:
+                sink.write(b"".join(prefix + line + b"\n" for line in lines))
+                sink.flush()
+            except (OSError, ValueError):
+                pass
+
+    def stop(self) -> None:
+        """Stop the thread and copy what is left."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=1)
+        self.drain(final=True)
