@@ -76,6 +76,19 @@ def launch(
         bool, typer.Option("--data-parallel", help="DataParallel workflow: init run, then one plain process with every GPU; no restarts.")
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (commands, environment, directory) and start nothing.")] = False,
+    max_failures: Annotated[
+        int, typer.Option("--max-failures", help="Consecutive failed generations without a new switch file before giving up (exit 4).")
+    ] = 3,
+    backoff: Annotated[float, typer.Option("--backoff", help="Seconds before the first retry of a failed generation; doubles each time.")] = 1.0,
+    backoff_max: Annotated[float, typer.Option("--backoff-max", help="Longest wait between retries, in seconds.")] = 60.0,
+    stall_timeout: Annotated[
+        Optional[float],
+        typer.Option("--stall-timeout", help="Treat a generation as hung after this many seconds without any write to the save "
+                     "folder: SIGUSR1, then stop and retry. Default: off.", show_default=False),
+    ] = None,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Move an existing save folder aside (renamed with a timestamp) and start over.")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -101,6 +114,11 @@ def launch(
             reinit=reinit,
             data_parallel=data_parallel,
             dry_run=dry_run,
+            fresh=fresh,
+            max_failures=max_failures,
+            backoff=backoff,
+            backoff_max=backoff_max,
+            stall_timeout=stall_timeout,
         )
         preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
     except PreflightError as exc:
@@ -114,21 +132,44 @@ _inbox: queue.SimpleQueue | None = None
 
 def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...]) -> int:
     from supervisor.runner import Runner
+    from supervisor.state import StateError
 
     log = logs.configure(spec.log_format)
+    if spec.fresh and spec.save_dir.exists():
+        if spec.dry_run:
+            print(f"--fresh: {spec.save_dir} would be moved aside")
+        else:
+            moved = _move_aside(spec.save_dir)
+            log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
     marker_time = savedir.marker_mtime(spec.save_dir)
     if marker_time is not None:
         when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
         log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
-                 hint="nothing to do; use a new --save-name to train again")
+                 hint="nothing to do; use --fresh (or another --save-name) to train again")
         return exitcodes.COMPLETE
-    runner = Runner(spec, _inbox if _inbox is not None else queue.SimpleQueue(), log, env)
-    if spec.dry_run:
-        load = spec.save_name if savedir.has_switches(spec.save_dir) else None
-        for line in plan.describe(spec, runner.run_id, visible, env, needs_init=runner.needs_init(), resume_folder=load):
-            print(line)
-        return exitcodes.COMPLETE
-    return runner.run()
+    try:
+        runner = Runner(spec, _inbox if _inbox is not None else queue.SimpleQueue(), log, env)
+        if spec.dry_run:
+            load = spec.save_name if savedir.has_switches(spec.save_dir) else None
+            for line in plan.describe(spec, runner.run_id, visible, env, needs_init=runner.needs_init(), resume_folder=load):
+                print(line)
+            return exitcodes.COMPLETE
+        return runner.run()
+    except StateError as exc:
+        _error(str(exc))
+        return exitcodes.USAGE
+
+
+def _move_aside(folder: Path) -> Path:
+    """Rename `folder` to `folder.<timestamp>` (never delete): --fresh keeps every earlier run."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = folder.with_name(f"{folder.name}.{stamp}")
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = folder.with_name(f"{folder.name}.{stamp}.{counter}")
+    folder.rename(target)
+    return target
 
 
 def _error(message: str) -> None:

@@ -40,6 +40,11 @@ class LaunchSpec:
     reinit: bool = False
     data_parallel: bool = False
     dry_run: bool = False
+    fresh: bool = False
+    max_failures: int = 3
+    backoff: float = 1.0
+    backoff_max: float = 60.0
+    stall_timeout: float | None = None
     workdir: Path = field(default_factory=Path.cwd)
     python: str = sys.executable
 
@@ -115,12 +120,19 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
         )
     if spec.grace < 0:
         raise PreflightError(f"--grace {spec.grace} is negative: give seconds >= 0, e.g. --grace 30")
+    if spec.max_failures < 1:
+        raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to allow, e.g. 3")
+    if spec.backoff < 0 or spec.backoff_max < spec.backoff:
+        raise PreflightError(f"--backoff {spec.backoff} / --backoff-max {spec.backoff_max}: give 0 <= --backoff <= --backoff-max")
+    if spec.stall_timeout is not None and spec.stall_timeout <= 0:
+        raise PreflightError(f"--stall-timeout {spec.stall_timeout} must be positive: give seconds, e.g. --stall-timeout 900")
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
     _check_writable_folder(spec.save_dir, "--save-name")
     if spec.log_dir is not None:
         _check_writable_folder(spec.log_dir, "--log-dir")
-    if savedir.marker_mtime(spec.save_dir) is None and importlib.util.find_spec("torch") is None and not spec.dry_run:
+    complete = savedir.marker_mtime(spec.save_dir) is not None and not spec.fresh
+    if not complete and importlib.util.find_spec("torch") is None and not spec.dry_run:
         raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this environment")
 
 

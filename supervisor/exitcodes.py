@@ -7,16 +7,22 @@ COMPLETE = 0
 USAGE = 2
 #: The single-process init run (--perforate_model_parallel) failed.
 INIT_FAILED = 3
+#: The failure budget (--max-failures consecutive failed generations without progress) is spent.
+BUDGET_EXHAUSTED = 4
 #: A generation ended with every worker at 0 but wrote neither a switch file nor the completion marker.
 NO_PROGRESS = 5
-#: pai-launch itself could not run a generation (the agent process died without a result).
+#: The save folder was removed, became unwritable, or its disk filled up.
+SAVE_FOLDER = 6
+#: The same failure before training repeated with the launcher itself at fault (its agent died).
 LAUNCHER_ERROR = 1
 
 TABLE = (
     (COMPLETE, "training complete (or already complete)"),
     (USAGE, "usage or preflight error; nothing was started"),
     (INIT_FAILED, "the init run (--perforate_model_parallel) failed"),
+    (BUDGET_EXHAUSTED, "gave up: --max-failures consecutive failed generations without progress"),
     (NO_PROGRESS, "a generation exited 0 without a new switch file or the completion marker"),
+    (SAVE_FOLDER, "the save folder was removed, became unwritable, or its disk is full"),
     ("128+N", "stopped by signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)"),
     ("other", "the failing worker's own exit code (128+N if it was killed by signal N)"),
 )

@@ -6,11 +6,34 @@ stderr, each worker line prefixed with `[rankN]: `.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import time
+from pathlib import Path
 from typing import TextIO
 
 import structlog
+
+_events_path: Path | None = None
+
+
+def record_events_to(path: Path | None) -> None:
+    """From now on also append every log event to `path` as one JSON line (None: stop)."""
+    global _events_path
+    _events_path = path
+
+
+def _append_event(logger, method_name: str, event_dict: dict) -> dict:
+    """A structlog processor: the run's event history, kept in the save folder whatever the console shows."""
+    if _events_path is not None:
+        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z", "level": method_name, **event_dict}
+        try:
+            with open(_events_path, "a") as handle:
+                handle.write(json.dumps(record, default=str) + "\n")
+        except OSError:
+            pass  # the save folder's health is checked elsewhere; logging must not fail the run
+    return event_dict
 
 
 def wants_json(log_format: str, stream: TextIO) -> bool:
@@ -32,6 +55,7 @@ def configure(log_format: str = "auto", stream: TextIO | None = None) -> structl
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _append_event,
             structlog.processors.add_log_level,
             timestamper,
             renderer,

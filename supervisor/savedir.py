@@ -95,3 +95,34 @@ def find_init_outputs(root: Path, since: float) -> list[Path]:
             except FileNotFoundError:
                 continue
     return found
+
+
+def is_startup_file(name: str) -> bool:
+    """Files the script writes at start-up, before training: a failure after only these is 'before training'."""
+    return name == INIT_OUTPUT or name.endswith("_config.json")
+
+
+MIN_FREE_BYTES = 1024 * 1024
+
+
+def health_problem(folder: Path) -> str | None:
+    """Why training cannot go on writing into `folder` (removed, unwritable, disk full), or None."""
+    if not folder.is_dir():
+        return f"the save folder {folder} was removed"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the save folder {folder} is not writable any more"
+    try:
+        free = os.statvfs(folder)
+    except OSError as exc:
+        return f"the save folder {folder} cannot be read: {exc.strerror}"
+    available = free.f_bavail * free.f_frsize
+    newest = newest_switch(folder)
+    needed = MIN_FREE_BYTES
+    if newest is not None:
+        try:
+            needed = max(needed, (folder / newest).stat().st_size)
+        except OSError:
+            pass
+    if available < needed:
+        return f"the disk holding {folder} is full: {available // 1024} KiB free, at least {needed // 1024} KiB needed"
+    return None

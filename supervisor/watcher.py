@@ -23,8 +23,8 @@ POLL_INTERVAL = 0.5
 
 
 @dataclass(frozen=True)
-class SwitchTouched:
-    """A switch_N.pt was created or written to (it may still be mid-write)."""
+class SaveWritten:
+    """A file in the save folder was created or written to (it may still be mid-write)."""
 
     name: str
     now: float
@@ -39,10 +39,10 @@ class _Handler(FileSystemEventHandler):
             return
         path = event.dest_path if event.event_type == "moved" else event.src_path
         name = os.path.basename(os.fsdecode(path))
-        if savedir.switch_number(name) is not None:
-            self._inbox.put(SwitchTouched(name, time.monotonic()))
-        elif savedir.is_marker(name):
+        if savedir.is_marker(name):
             self._inbox.put(MarkerAppeared(time.monotonic()))
+        else:
+            self._inbox.put(SaveWritten(name, time.monotonic()))
 
 
 class SaveFolderWatcher:

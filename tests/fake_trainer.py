@@ -45,9 +45,38 @@ parser.add_argument("--hang-init", action="store_true", help="the init run runs 
 # Same names as pai-launch options: a test passes them after SCRIPT to prove they reach the script, not pai-launch.
 parser.add_argument("--nproc", default=None)
 parser.add_argument("--dry-run", action="store_true")
+parser.add_argument("--fail-every", action="store_true", help="the --fail-rank fails in every generation")
+parser.add_argument("--heartbeat", type=float, default=None,
+                    help="rank 0 rewrites SAVE/latest.pt every HEARTBEAT seconds while training (as PerforatedAI does per epoch)")
+parser.add_argument("--torn-switch-generation", type=int, default=None,
+                    help="in this generation rank 0 leaves a torn switch file (as a kill mid-write would) and exits 0")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
+
+
+def safetensors_bytes(payload: bytes) -> bytes:
+    """A whole safetensors file holding one uint8 tensor, written by hand (the format PerforatedAI uses)."""
+    header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]}}).encode()
+    return len(header).to_bytes(8, "little") + header + payload
+
+
+def load_newest_switch(folder: str) -> None:
+    """Fail like the real library does on a torn checkpoint: every rank dies in its load."""
+    names = [n for n in os.listdir(folder) if n.startswith("switch_") and n.endswith(".pt")]
+    if not names:
+        return
+    newest = max(names, key=lambda n: int(n[len("switch_"):-len(".pt")]))
+    data = open(os.path.join(folder, newest), "rb").read()
+    size = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    try:
+        header = json.loads(data[8:8 + size]) if 0 <= size <= len(data) - 8 else None
+        end = header["w"]["data_offsets"][1] if header else -1
+    except (ValueError, KeyError):
+        end = -1
+    if end < 0 or 8 + size + end != len(data):
+        print(f"SafetensorError: incomplete metadata, file not fully covered: {newest}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 rank = int(os.environ.get("RANK", "0"))
 generation = int(os.environ.get("PAI_LAUNCH_GENERATION", "0") or 0)
@@ -112,6 +141,9 @@ if args.perforate_model_parallel:
     print("init done")
     sys.exit(0)
 
+if args.pai_load_folder:
+    load_newest_switch(args.pai_load_folder)
+
 grandchild = None
 if args.spawn_grandchild:
     # The working directory rides along in argv so a test can find the sleeper by its command line.
@@ -124,10 +156,15 @@ print(f"rank {rank} generation {generation} load={args.pai_load_folder}", flush=
 
 deadline = time.monotonic() + args.train_seconds
 hang = args.hang or args.hang_rank == rank or args.hang_generation == generation
+last_beat = 0.0
 while hang or time.monotonic() < deadline or (args.hold_until and not os.path.exists(args.hold_until)):
+    if args.heartbeat is not None and rank == 0 and time.monotonic() - last_beat >= args.heartbeat:
+        last_beat = time.monotonic()
+        with open(os.path.join(args.save, "latest.pt"), "wb") as handle:
+            handle.write(safetensors_bytes(os.urandom(16)))
     time.sleep(0.05)
 
-if args.fail_rank == rank and args.fail_generation == generation:
+if args.fail_rank == rank and (args.fail_every or args.fail_generation == generation):
     if args.fail_signal is not None:
         print(f"rank {rank} killing itself with signal {args.fail_signal}", file=sys.stderr, flush=True)
         if args.fail_signal not in (signal.SIGKILL, signal.SIGSTOP):
@@ -146,6 +183,9 @@ if rank == 0:
             time.sleep(0.05)
     else:
         number = 2 if args.rewrite_switch else 2 * generation
+        content = safetensors_bytes(os.urandom(64))
+        if args.torn_switch_generation == generation:
+            content = content[: len(content) // 2]
         with open(os.path.join(args.save, f"switch_{number}.pt"), "wb") as handle:
-            handle.write(os.urandom(64))
+            handle.write(content)
 sys.exit(0)

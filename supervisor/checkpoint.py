@@ -1,0 +1,84 @@
+"""Checkpoint integrity without torch: is a switch_N.pt a whole safetensors file?
+
+PerforatedAI writes its .pt files as safetensors straight to the final name, so a kill or a full
+disk mid-write leaves a torn file that every rank then fails to load. A torn newest switch file is
+moved into SAVE/.pai-launch/quarantine/ (never deleted) so the script resumes from the one before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from pathlib import Path
+
+from supervisor import savedir
+
+QUARANTINE = Path(".pai-launch") / "quarantine"
+#: A header larger than this is not a real one (safetensors itself caps it at 100 MB).
+MAX_HEADER = 100 * 1024 * 1024
+
+
+def problem(path: Path) -> str | None:
+    """Why `path` is not a complete safetensors file, or None when it is."""
+    try:
+        size = path.stat().st_size
+        if size < 8:
+            return f"{size} bytes: too small for a safetensors header"
+        with open(path, "rb") as handle:
+            (header_len,) = struct.unpack("<Q", handle.read(8))
+            if header_len > MAX_HEADER or 8 + header_len > size:
+                return f"header length {header_len} does not fit the file's {size} bytes"
+            header = json.loads(handle.read(header_len))
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "header is not valid JSON"
+    if not isinstance(header, dict):
+        return "header is not a JSON object"
+    data_len = size - 8 - header_len
+    end_max = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            return f"tensor {name!r} has no valid data_offsets"
+        begin, end = offsets
+        if not 0 <= begin <= end <= data_len:
+            return f"tensor {name!r} needs bytes {begin}..{end} but the file holds {data_len}"
+        end_max = max(end_max, end)
+    if end_max != data_len:
+        return f"data is {data_len} bytes but the tensors cover {end_max}"
+    return None
+
+
+def quarantine(save_dir: Path, name: str, now: float | None = None) -> Path:
+    """Move a bad file aside into SAVE/.pai-launch/quarantine/, keeping every earlier copy."""
+    folder = save_dir / QUARANTINE
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    target = folder / f"{name}.{stamp}"
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = folder / f"{name}.{stamp}.{counter}"
+    os.replace(save_dir / name, target)
+    return target
+
+
+def newest_valid_switch(save_dir: Path, on_quarantine) -> str | None:
+    """Quarantine torn switch files from the newest down until a whole one is newest; return its name.
+
+    `on_quarantine(name, problem, moved_to)` is told of each file moved aside.
+    """
+    while True:
+        newest = savedir.newest_switch(save_dir)
+        if newest is None:
+            return None
+        why = problem(save_dir / newest)
+        if why is None:
+            return newest
+        moved = quarantine(save_dir, newest)
+        on_quarantine(newest, why, moved)
