@@ -18,6 +18,7 @@ LAUNCHER_ERROR = 1
 
 TABLE = (
     (COMPLETE, "training complete (or already complete)"),
+    (LAUNCHER_ERROR, "pai-launch's own agent died the same way twice before training"),
     (USAGE, "usage or preflight error; nothing was started"),
     (INIT_FAILED, "the init run (--perforate_model_parallel) failed"),
     (BUDGET_EXHAUSTED, "gave up: --max-failures consecutive failed generations without progress"),

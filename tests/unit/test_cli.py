@@ -49,6 +49,19 @@ def test_nproc_per_node_alias_and_every_option(launched, tmp_path):
     assert spec.log_dir == tmp_path / "logs" and spec.poll and spec.reinit and spec.dry_run
 
 
+def test_fault_options(launched):
+    argv = ["--max-failures", "5", "--backoff", "0.5", "--backoff-max", "8", "--stall-timeout", "600", "--fresh", "train.py"]
+    assert run(argv) == 0
+    spec = launched["spec"]
+    assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (5, 0.5, 8.0, 600.0, True)
+
+
+def test_fault_option_defaults(launched):
+    assert run(["train.py"]) == 0
+    spec = launched["spec"]
+    assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (3, 1.0, 60.0, None, False)
+
+
 def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):
     assert run(["--gpus", "0,1", "train.py"]) == 0
     assert launched["spec"].gpus == ("0", "1") and launched["spec"].nproc == 2
@@ -63,6 +76,9 @@ def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):
         (["--nproc", "0", "train.py"], "less than 1"),
         (["missing.py"], "does not exist"),
         (["--gpus", "0,0", "train.py"], "names a GPU twice"),
+        (["--max-failures", "0", "train.py"], "--max-failures 0 is less than 1"),
+        (["--backoff", "5", "--backoff-max", "1", "train.py"], "--backoff-max"),
+        (["--stall-timeout", "0", "train.py"], "--stall-timeout 0.0 must be positive"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_2(launched, capsys, argv, message):
