@@ -30,6 +30,15 @@ TICK = 0.2
 STANDBY_DELAY = 4.0
 FINAL_SWEEP_TIMEOUT = 2.0
 _RUNNING = (machine.Phase.INIT, machine.Phase.TRAINING)
+LOG_ROOT_PREFIX = "pai-launch-logs-"
+
+
+def remove_stale_log_roots() -> None:
+    """Private log folders of pai-launch processes that were killed (kill -9 skips our cleanup)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{LOG_ROOT_PREFIX}*-*"):
+        pid = folder.name[len(LOG_ROOT_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,8 @@ class Runner:
         self.lock.acquire()  # StateError when another pai-launch holds this save folder
         procs.become_subreaper()
         if self.log_root is None:
-            self.log_root = Path(tempfile.mkdtemp(prefix="pai-launch-logs-"))
+            remove_stale_log_roots()
+            self.log_root = Path(tempfile.mkdtemp(prefix=f"{LOG_ROOT_PREFIX}{os.getpid()}-"))
         logs.record_events_to(self.store.events_path)
         started = time.monotonic()
         state, actions = machine.start(needs_init=self.needs_init(), generation=self.record.generation,
