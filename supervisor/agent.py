@@ -30,7 +30,16 @@ PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3
 _LOG_TAIL_LINES = 20
 
 
+_dying = False
+
+
 def _on_parent_death(signum, frame) -> None:  # pragma: no cover - exercised by the kill -9 tests
+    # Every thread inherits the parent-death setting, so the kernel sends this signal once per thread: a nested
+    # call would interrupt the sweep below after the workers died and before their orphans were killed.
+    global _dying
+    if _dying:
+        return
+    _dying = True
     for proc in psutil.Process().children(recursive=True):
         try:
             if os.getpgid(proc.pid) == proc.pid:

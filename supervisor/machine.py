@@ -375,6 +375,13 @@ def _on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -
     if event.complete:
         return _finish(state, exitcodes.COMPLETE, "training complete")
     failure = _first_failure(event)
+    if failure is not None and state.stall_stop_at is not None:
+        # The workers died after the stall's SIGUSR1 (a script without a handler dies of it): the stall is the
+        # cause, not the signal we sent ourselves.
+        idle = state.stall_stop_at - policy.stall_dump_wait - (state.last_activity or 0.0)
+        cause = f"stalled: no write to the save folder for {idle:.0f} s ({failure.describe()} after {STALL_SIGNAL.name})"
+        stall = Failure(rank=None, returncode=exitcodes.BUDGET_EXHAUSTED, cause=cause)
+        return _on_failure(policy, state, stall, replace(event, reached_training=True))
     if failure is not None:
         return _on_failure(policy, state, failure, event)
     code, reason = judge_generation(policy, event)

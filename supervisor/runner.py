@@ -100,6 +100,9 @@ class Runner:
         self.log_root: Path | None = spec.log_dir
         self.generation = self.record.generation
         self.marker_seen = False
+        self.next_tick = time.monotonic() + TICK
+        #: (st_dev, st_ino) of the save folder once run() has made it: a removed and re-created folder differs.
+        self.save_identity: tuple[int, int] | None = None
 
     @property
     def save_dir(self) -> Path:
@@ -112,6 +115,7 @@ class Runner:
 
     def run(self) -> int:
         self.lock.acquire()  # StateError when another pai-launch holds this save folder
+        self.save_identity = _identity(self.save_dir)
         procs.become_subreaper()
         if self.log_root is None:
             remove_stale_log_roots()
@@ -146,12 +150,25 @@ class Runner:
 
     def save_state(self) -> None:
         """Persist the counters; a failure to write is the save folder failing, reported as such."""
+        if self.save_replaced():
+            return  # our folder was removed: never write our state into whatever now has its name
         self.record.generation = self.generation
         self.record.save_name = self.save_name
         try:
             self.store.save(self.record)
         except OSError as exc:
             self.report_save_lost(f"cannot write {self.store.state_path}: {exc.strerror or exc}")
+
+    def save_replaced(self) -> bool:
+        """The save folder we started with is gone, even if a new folder of that name took its place
+        (PerforatedAI's next save re-creates a removed save folder within moments)."""
+        return self.save_identity is not None and _identity(self.save_dir) != self.save_identity
+
+    def save_problem(self) -> str | None:
+        problem = savedir.health_problem(self.save_dir)
+        if problem is None and self.save_replaced():
+            problem = f"the save folder {self.save_dir} was removed (a new folder of that name has taken its place)"
+        return problem
 
     def report_save_lost(self, reason: str) -> None:
         if not self.save_lost_reported:
@@ -161,11 +178,17 @@ class Runner:
     # --- events -----------------------------------------------------------------------------
     def next_event(self, state: machine.State) -> machine.Event:
         while True:
-            try:
-                raw = self.inbox.get(timeout=TICK)
-            except queue.Empty:
+            # A Tick every TICK seconds even while events keep coming (a worker writing to the save folder
+            # non-stop): deadlines (grace, stall, backoff) and housekeeping (reaping) must not starve.
+            now = time.monotonic()
+            if now >= self.next_tick:
+                self.next_tick = now + TICK
                 self.housekeeping(state)
                 return machine.Tick(time.monotonic())
+            try:
+                raw = self.inbox.get(timeout=self.next_tick - now)
+            except queue.Empty:
+                continue
             if isinstance(raw, SaveWritten):
                 self.on_save_written(raw)
                 return machine.SaveActivity(raw.now)
@@ -191,7 +214,7 @@ class Runner:
         if self.stop_signal is not None:
             self.signal_run(self.stop_signal, only_new=True)
         if state.phase in (machine.Phase.TRAINING, machine.Phase.BACKOFF):
-            problem = savedir.health_problem(self.save_dir)
+            problem = self.save_problem()
             if problem:
                 self.report_save_lost(problem)
         if self.standby_due(state):
@@ -255,6 +278,7 @@ class Runner:
         self.store = StateStore(self.save_dir)
         self.lock = NodeLock(self.save_dir)
         self.lock.acquire()
+        self.save_identity = _identity(self.save_dir)
         if old_store.events_path.exists():
             shutil.move(str(old_store.events_path), self.store.events_path)
         logs.record_events_to(self.store.events_path)
@@ -317,7 +341,7 @@ class Runner:
         self.announced.clear()
         self.reached_training = False
         self.save_state()
-        problem = savedir.health_problem(self.save_dir)
+        problem = self.save_problem()
         if problem:
             self.report_save_lost(problem)
             self.inbox.put(_PlainExited("train", 0, "not started"))
@@ -371,6 +395,10 @@ class Runner:
 
     def execute_KillRun(self, action: machine.KillRun) -> None:
         count = self.descendants.kill_all()
+        if self.standby is not None:
+            # The standby agent was killed with the rest: a retry (after a stall) must not hand it the next generation.
+            self.standby.discard()
+            self.standby = None
         self.log.warning("run_killed", processes=count)
 
     def execute_ScheduleRetry(self, action: machine.ScheduleRetry) -> None:
@@ -434,3 +462,11 @@ class Runner:
         self.lock.release()
         if self.own_log_root and self.log_root is not None:
             shutil.rmtree(self.log_root, ignore_errors=True)
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -83,7 +83,9 @@ class StateStore:
 
     def save(self, state: RunState) -> None:
         """Atomically replace state.json: write a temp file, fsync it, rename it over, fsync the folder."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        # Not parents=True: the save folder exists from the start (NodeLock makes it); once the user removed
+        # it mid-run, re-creating it just to hold our state would resurrect a folder they deleted.
+        self.folder.mkdir(exist_ok=True)
         state.updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         fd, temp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=self.folder)
         try:

@@ -7,14 +7,20 @@ generation rank 0 writes SAVE/.training_complete instead. Options add faults.
 Options that report back to a test (all optional): --record DIR (one JSON file per process: argv,
 PAI_LAUNCH_*/RANK/WORLD_SIZE, pid, cwd, whether stdin is /dev/null), --ready-dir DIR (a file per running
 process, holding its --spawn-grandchild sleeper's pid), --signal-log FILE (one 'rank SIGNAME' line per signal).
+With --record and --torn-switch-generation, the torn bytes are also copied to RECORD/torn-switch_N.pt.
+
+Switch files are whole safetensors files; a worker given --pai_load_folder reads the newest one and
+fails like the real library (exit 1, "SafetensorError") when it is torn.
 """
 
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 parser = argparse.ArgumentParser()
@@ -25,7 +31,8 @@ parser.add_argument("--generations", type=int, default=3, help="generation that 
 parser.add_argument("--train-seconds", type=float, default=0.0)
 parser.add_argument("--fail-rank", type=int, default=None)
 parser.add_argument("--fail-code", type=int, default=3)
-parser.add_argument("--fail-generation", type=int, default=1)
+parser.add_argument("--fail-generation", default="1",
+                    help="generation(s) in which the --fail-rank fails: N or a comma-separated list N,M")
 parser.add_argument("--fail-init", type=int, default=None, help="init run exits with this code")
 parser.add_argument("--no-progress", action="store_true", help="exit 0 without writing anything")
 parser.add_argument("--rewrite-switch", action="store_true", help="rewrite the same switch_2.pt every generation")
@@ -36,8 +43,10 @@ parser.add_argument("--spawn-grandchild", action="store_true", help="start a sle
 parser.add_argument("--ready-dir", default=None, help="touch READY_DIR/<gen>-<rank>.<pid> once running")
 parser.add_argument("--signal-log", default=None, help="append 'rank signame' here for each signal received")
 parser.add_argument("--ignore-sigint", action="store_true", help="log SIGINT and keep running")
-parser.add_argument("--hang-rank", type=int, default=None, help="only this rank runs until signalled")
-parser.add_argument("--hang-generation", type=int, default=None, help="run until signalled in this generation only")
+parser.add_argument("--hang-rank", type=int, default=None,
+                    help="only this rank runs until signalled (with --hang-generation: only in that generation)")
+parser.add_argument("--hang-generation", type=int, default=None,
+                    help="run until signalled in this generation only (with --hang-rank: only that rank)")
 parser.add_argument("--hold-until", default=None, help="keep training until this file exists")
 parser.add_argument("--fail-signal", type=int, default=None,
                     help="the --fail-rank dies by this signal (default action) instead of exiting with --fail-code")
@@ -50,9 +59,14 @@ parser.add_argument("--heartbeat", type=float, default=None,
                     help="rank 0 rewrites SAVE/latest.pt every HEARTBEAT seconds while training (as PerforatedAI does per epoch)")
 parser.add_argument("--torn-switch-generation", type=int, default=None,
                     help="in this generation rank 0 leaves a torn switch file (as a kill mid-write would) and exits 0")
+parser.add_argument("--fail-after-switch", action="store_true",
+                    help="the --fail-rank (not 0) fails only once rank 0 wrote this generation's switch file (or the marker)")
+parser.add_argument("--default-sigusr1", action="store_true",
+                    help="leave SIGUSR1 at its default action (the process dies of it), like a script without a handler")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
+fail_generations = {int(item) for item in str(args.fail_generation).split(",") if item.strip()}
 
 
 def safetensors_bytes(payload: bytes) -> bytes:
@@ -96,7 +110,8 @@ def log_signal(signum, frame):
 
 
 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-    signal.signal(signum, log_signal)
+    if not (signum == signal.SIGUSR1 and args.default_sigusr1):
+        signal.signal(signum, log_signal)
 
 
 def _write_atomically(path, text):
@@ -144,6 +159,15 @@ if args.perforate_model_parallel:
 if args.pai_load_folder:
     load_newest_switch(args.pai_load_folder)
 
+# Every rank loads before rank 0 may save (the real script's barriers see to that): otherwise a slow rank could load
+# a switch file rank 0 wrote in this very generation. A file barrier in TMPDIR, one folder per torch rendezvous.
+barrier = None
+world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+if os.environ.get("TORCHELASTIC_RUN_ID") and world_size > 1:
+    barrier = os.path.join(tempfile.gettempdir(), f"fake-trainer-barrier-{os.environ['TORCHELASTIC_RUN_ID']}")
+    os.makedirs(barrier, exist_ok=True)
+    open(os.path.join(barrier, str(rank)), "w").close()
+
 grandchild = None
 if args.spawn_grandchild:
     # The working directory rides along in argv so a test can find the sleeper by its command line.
@@ -153,9 +177,16 @@ if args.ready_dir:
     _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"),
                       "" if grandchild is None else str(grandchild.pid))
 print(f"rank {rank} generation {generation} load={args.pai_load_folder}", flush=True)
+if barrier is not None and rank == 0:
+    while len(os.listdir(barrier)) < world_size:
+        time.sleep(0.01)
+    shutil.rmtree(barrier, ignore_errors=True)
 
 deadline = time.monotonic() + args.train_seconds
-hang = args.hang or args.hang_rank == rank or args.hang_generation == generation
+if args.hang_rank is not None and args.hang_generation is not None:
+    hang = args.hang or (args.hang_rank == rank and args.hang_generation == generation)
+else:
+    hang = args.hang or args.hang_rank == rank or args.hang_generation == generation
 last_beat = 0.0
 while hang or time.monotonic() < deadline or (args.hold_until and not os.path.exists(args.hold_until)):
     if args.heartbeat is not None and rank == 0 and time.monotonic() - last_beat >= args.heartbeat:
@@ -164,7 +195,12 @@ while hang or time.monotonic() < deadline or (args.hold_until and not os.path.ex
             handle.write(safetensors_bytes(os.urandom(16)))
     time.sleep(0.05)
 
-if args.fail_rank == rank and (args.fail_every or args.fail_generation == generation):
+if args.fail_rank == rank and (args.fail_every or generation in fail_generations):
+    if args.fail_after_switch:  # a rank other than 0: it fails once rank 0 has saved this generation's progress
+        own_switch = os.path.join(args.save, f"switch_{2 * generation}.pt")
+        marker = os.path.join(args.save, ".training_complete")
+        while not os.path.exists(own_switch) and not os.path.exists(marker):
+            time.sleep(0.02)
     if args.fail_signal is not None:
         print(f"rank {rank} killing itself with signal {args.fail_signal}", file=sys.stderr, flush=True)
         if args.fail_signal not in (signal.SIGKILL, signal.SIGSTOP):
@@ -186,6 +222,9 @@ if rank == 0:
         content = safetensors_bytes(os.urandom(64))
         if args.torn_switch_generation == generation:
             content = content[: len(content) // 2]
+            if args.record:  # what was torn, for a test to compare with what pai-launch quarantined
+                with open(os.path.join(args.record, f"torn-switch_{number}.pt"), "wb") as handle:
+                    handle.write(content)
         with open(os.path.join(args.save, f"switch_{number}.pt"), "wb") as handle:
             handle.write(content)
 sys.exit(0)

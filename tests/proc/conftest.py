@@ -113,3 +113,18 @@ def scene(tmp_path: Path):
     for launch in scene.launches:  # a failed test may leave one running; the no_orphans check follows
         launch.kill()
 
+
+@pytest.fixture
+def make_scene():
+    """Scenes rooted elsewhere than tmp_path (e.g. a folder another user may enter); launches killed at the end."""
+    made: list[Scene] = []
+
+    def make(root: Path) -> Scene:
+        made.append(Scene(root))
+        return made[-1]
+
+    yield make
+    for scene in made:
+        for launch in scene.launches:
+            launch.kill()
+

@@ -72,31 +72,56 @@ def test_generation_without_switch_file_or_marker_exits_5(scene):
 
 
 @pytest.mark.parametrize("peer", ["peer_finishes", "peer_still_running"])
-def test_failing_worker_exit_code_becomes_the_exit_code_with_rank_and_log_tail(scene, peer):
+def test_identical_worker_failure_before_training_is_retried_once_then_exits_with_its_code(scene, peer):
+    # The rank fails before writing anything to the save folder, the same way twice: pai-launch retries once,
+    # then stops with the worker's own code, naming the rank and showing its log tail.
     # peer_still_running: torch stops rank 0 (which exits 143 from its SIGTERM handler) in the same second;
     # rank 1's 7 is still the root cause.
-    extra = ["--hang-rank", "0"] if peer == "peer_still_running" else []
-    launch, rc = scene.run("--nproc", "2", "--grace", "3",
-                           script_args=["--fail-rank", "1", "--fail-code", "7", *extra])
+    # peer_finishes: rank 0 exits 0 without writing a switch file (one would be progress, and progress is retried).
+    extra = ["--hang-rank", "0"] if peer == "peer_still_running" else ["--no-progress"]
+    launch, rc = scene.run("--nproc", "2", "--grace", "3", "--backoff", "0.2",
+                           script_args=["--fail-rank", "1", "--fail-code", "7", "--fail-every", *extra])
 
     assert rc == 7, launch.log_summary()
+    failed = launch.events("generation_failed")
+    assert [(f["rank"], f["exit"], f["generation"], f["reached_training"]) for f in failed] == [
+        (1, "exit code 7", 1, False), (1, "exit code 7", 2, False)]
+    if peer == "peer_still_running":
+        assert all(f["failed_ranks"] == [1, 0] for f in failed), failed
+    tails = launch.events("worker_log_tail")
+    assert [t["rank"] for t in tails] == [1, 1]
+    assert all("rank 1 failing on purpose with 7" in t["tail"] for t in tails)
+    (retry,) = launch.events("retry_scheduled")
+    assert (retry["delay_s"], retry["failures"]) == (0.2, 1) and "rank 1" in retry["reason"]
+    finished = launch.event("run_finished")
+    assert finished["exit_code"] == 7 and "rank 1" in finished["reason"] and "retrying cannot help" in finished["reason"]
+    assert _generations(launch) == [(1, None), (2, None)]
+
+
+def test_worker_failure_with_max_failures_1_exits_4_naming_the_rank_and_its_code(scene):
+    launch, rc = scene.run("--nproc", "2", "--grace", "3", "--max-failures", "1",
+                           script_args=["--fail-rank", "1", "--fail-code", "7"])
+
+    assert rc == 4, launch.log_summary()
     failed = launch.event("generation_failed")
     assert (failed["rank"], failed["exit"], failed["generation"]) == (1, "exit code 7", 1)
-    tail = launch.event("worker_log_tail")
-    assert tail["rank"] == 1 and "rank 1 failing on purpose with 7" in tail["tail"]
+    assert "rank 1 failing on purpose with 7" in launch.event("worker_log_tail")["tail"]
     finished = launch.event("run_finished")
-    assert finished["exit_code"] == 7 and "rank 1" in finished["reason"]
+    assert finished["exit_code"] == 4
+    assert "rank 1" in finished["reason"] and "exit code 7" in finished["reason"]
+    assert "retry_scheduled" not in launch.event_names()
     assert _generations(launch) == [(1, None)]
 
 
 def test_worker_killed_by_a_signal_exits_128_plus_the_signal(scene):
-    launch, rc = scene.run("--nproc", "2", "--grace", "3",
-                           script_args=["--fail-rank", "1", "--fail-signal", "9", "--hang-rank", "0"])
+    launch, rc = scene.run("--nproc", "2", "--grace", "3", "--backoff", "0.2",
+                           script_args=["--fail-rank", "1", "--fail-signal", "9", "--hang-rank", "0", "--fail-every"])
 
     assert rc == 128 + 9, launch.log_summary()
-    failed = launch.event("generation_failed")
-    assert (failed["rank"], failed["exit"]) == (1, "signal SIGKILL")
-    assert "rank 1 killing itself with signal 9" in launch.event("worker_log_tail")["tail"]
+    failed = launch.events("generation_failed")
+    assert [(f["rank"], f["exit"]) for f in failed] == [(1, "signal SIGKILL")] * 2
+    assert all("rank 1 killing itself with signal 9" in t["tail"] for t in launch.events("worker_log_tail"))
+    assert "signal SIGKILL" in launch.event("run_finished")["reason"]
 
 
 def test_init_run_failure_exits_3_with_its_output_tail_and_starts_no_workers(scene):

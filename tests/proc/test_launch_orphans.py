@@ -15,10 +15,18 @@ import psutil
 import pytest
 
 from helpers import assert_all_gone, is_live, wait_until
+from launch_files import wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
 
 GONE_WITHIN_S = 2.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return is_live(psutil.Process(pid))
+    except psutil.Error:
+        return False
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -64,29 +72,43 @@ def test_grandchild_in_its_own_session_is_swept_when_the_run_completes(scene):
     assert launch.event("leftovers_killed")["processes"] >= 2
 
 
-def test_grandchild_is_swept_when_a_worker_fails(scene):
-    launch = scene.start("--nproc", "2", script_args=["--spawn-grandchild", "--fail-rank", "0", "--fail-code", "9",
-                                                     "--hold-until", str(scene.hold_file)])
+def test_grandchildren_are_swept_when_a_worker_fails(scene):
+    # The same failure before training twice: retried once, then pai-launch exits with the worker's code.
+    launch = scene.start("--nproc", "2", "--backoff", "0.2",
+                         script_args=["--spawn-grandchild", "--fail-rank", "0", "--fail-code", "9", "--fail-every",
+                                      "--hold-until", str(scene.hold_file)])
     ready = scene.wait_ready(1, 2)
     sleepers = [psutil.Process(gc) for _, gc in ready.values()]
     scene.hold_file.touch()
     rc = launch.wait(60)
 
     assert rc == 9, launch.log_summary()
+    assert [e["generation"] for e in launch.events("generation_failed")] == [1, 2]
     assert not [proc.pid for proc in sleepers if is_live(proc)]
+    # The second generation's sleepers were started after the check above could hold them; their pids must be gone.
+    later = [gc for _, gc in scene.ready(2).values()]
+    assert len(later) == 2 and not [pid for pid in later if _alive(pid)]
 
 
-def test_kill_9_of_the_agent_fails_the_run_with_1_and_leaves_no_process_behind(scene, tmp_path):
-    launch = scene.start("--nproc", "2", "--grace", "30", script_args=["--hang", "--spawn-grandchild"])
-    ready = scene.wait_ready(1, 2)
-    agent = psutil.Process(launch.event("generation_started")["agent_pid"])
-    run = [agent, *agent.children(recursive=True)]
-    assert {pid for pid, _ in ready.values()} | {gc for _, gc in ready.values()} <= {p.pid for p in run}
-
-    agent.kill()
+def test_kill_9_of_the_agent_is_retried_then_fails_the_run_with_1_and_leaves_no_process_behind(scene, tmp_path):
+    # The agent dying before its workers reached training, the same way twice: "retrying cannot help", exit 1.
+    launch = scene.start("--nproc", "2", "--grace", "30", "--backoff", "0.2", script_args=["--hang", "--spawn-grandchild"])
+    run = []
+    for generation in (1, 2):
+        ready = scene.wait_ready(generation, 2)
+        started = wait_event(launch, "generation_started", 30, count=generation)
+        agent = psutil.Process(started["agent_pid"])
+        procs = [agent, *agent.children(recursive=True)]
+        assert {pid for pid, _ in ready.values()} <= {p.pid for p in procs}
+        run += procs + [psutil.Process(gc) for _, gc in ready.values()]  # alive: the agent still runs
+        agent.kill()
     rc = launch.wait(30)
 
     assert rc == 1, launch.log_summary()
-    assert "agent process ended with signal SIGKILL" in launch.event("generation_failed")["error"]
+    failed = launch.events("generation_failed")
+    assert [e["generation"] for e in failed] == [1, 2]
+    assert all("agent process ended with signal SIGKILL" in e["error"] for e in failed)
+    assert launch.event("retry_scheduled")["failures"] == 1
+    assert "retrying cannot help" in launch.event("run_finished")["reason"]
     # pai-launch itself has exited: its workers died with the agent, the sleepers were swept.
     assert_all_gone(run, within=1.0, mentioning=str(tmp_path), what="processes of the run after kill -9 of the agent")

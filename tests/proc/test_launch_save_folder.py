@@ -8,6 +8,7 @@ import os
 import pytest
 
 from helpers import tree_state
+from launch_files import safetensors_bytes
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
 
@@ -18,7 +19,7 @@ def _resumable(scene, *, complete: bool = False):
     save = scene.work / "PAI"
     save.mkdir()
     (save / "array_dims.csv").write_text(".fc1,1,32\n")
-    (save / "switch_2.pt").write_bytes(os.urandom(64))
+    (save / "switch_2.pt").write_bytes(safetensors_bytes(os.urandom(64)))
     (save / "latest.pt").write_bytes(os.urandom(32))
     if complete:
         (save / ".training_complete").write_text("complete")

@@ -279,3 +279,11 @@ def test_save_folder_lost_stops_the_workers_and_exits_6():
 def test_resume_carries_counters_over():
     state, actions = start(needs_init=False, generation=4, failures=2)
     assert actions == [StartGeneration(5)] and state.failures == 2
+
+
+def test_workers_dying_of_the_stall_signal_count_as_the_stall():
+    policy = Policy(grace=10.0, stall_timeout=60.0, stall_dump_wait=5.0)
+    history = [InitExited(0, now=0.0), Tick(60.0), GenerationEnded(failures=(Failure(0, -signal.SIGUSR1),), now=61.0)]
+    state, actions = replay(history, policy=policy)
+    assert state.phase is Phase.BACKOFF
+    assert actions[-1].reason.startswith("stalled: no write to the save folder for 60 s")

@@ -1,0 +1,212 @@
+"""Save-folder faults end to end: the folder removed, made unwritable, or its disk full (free space below
+max(1 MiB, newest switch file)) while workers run or before a launch: save_folder_failed, the workers stopped
+(SIGTERM, grace, SIGKILL), exit 6, and nothing else deleted.
+
+The disk-full tests mount a small tmpfs as the working directory (root only); the unwritable test runs
+pai-launch as an unprivileged user (root ignores permissions)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from helpers import FAKE_TRAINER, Launch, is_live, launch_env, tree_state
+from launch_files import make_resumable, read_state, safetensors_bytes, state_dir, wait_event
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+
+NOBODY = 65534
+IS_ROOT = os.geteuid() == 0
+#: An unprivileged user that may still read and search everything (the interpreter may live under /root), but
+#: whose writes obey permissions: no CAP_DAC_OVERRIDE, and access(2) ignores capabilities for a non-root uid.
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+             "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", "--"]
+
+
+def _free(folder: Path) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def _fill(folder: Path, leave: int) -> Path:
+    """Write a filler file into `folder` until only about `leave` bytes are free on its file system."""
+    filler = folder / "filler.bin"
+    chunk = b"\0" * (64 * 1024)
+    with open(filler, "ab") as handle:
+        while _free(folder) - leave >= len(chunk):
+            handle.write(chunk)
+            handle.flush()
+        rest = _free(folder) - leave
+        if rest > 0:
+            handle.write(b"\0" * rest)
+    return filler
+
+
+def _assert_stopped_by_pai_launch(scene, launch, reason_words: tuple[str, ...]) -> None:
+    failed = launch.event("save_folder_failed")
+    assert any(word in failed["reason"] for word in reason_words), failed
+    finished = launch.event("run_finished")
+    assert finished["exit_code"] == 6 and finished["reason"] == failed["reason"]
+    # The workers were asked to stop (once each) and obeyed; nothing was killed.
+    assert scene.signals() == {0: ["SIGTERM"], 1: ["SIGTERM"]}
+    assert "run_killed" not in launch.event_names()
+
+
+@pytest.fixture
+def tmpfs_work(scene):
+    """scene.work as a fresh tmpfs of `size` bytes: call the fixture's value with the size to mount it."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(scene.work)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+        mounted.append(scene.work)
+        return scene.work
+
+    yield mount
+    for launch in scene.launches:  # nothing may keep the mount busy
+        launch.kill()
+    for folder in mounted:
+        if subprocess.run(["umount", str(folder)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_save_folder_removed_mid_run_stops_the_workers_and_exits_6_deleting_nothing_else(scene):
+    (scene.work / "notes.txt").write_text("the user's")
+    (scene.work / "data").mkdir()
+    (scene.work / "data" / "train.bin").write_bytes(os.urandom(256))
+    others = tree_state(scene.work / "data"), (scene.work / "notes.txt").read_text()
+    launch = scene.start("--nproc", "2", "--grace", "10", script_args=["--hold-until", str(scene.hold_file)])
+    ready = scene.wait_ready(1, 2)
+    workers = [pid for pid, _ in ready.values()]
+
+    shutil.rmtree(scene.work / "PAI")
+    rc = launch.wait(30)
+
+    assert rc == 6, launch.log_summary()
+    _assert_stopped_by_pai_launch(scene, launch, ("removed",))
+    assert not [pid for pid in workers if _alive(pid)]
+    # Nothing else touched, and the removed folder was not re-created for pai-launch's own state.
+    assert sorted(os.listdir(scene.work)) == ["data", "notes.txt"]
+    assert (tree_state(scene.work / "data"), (scene.work / "notes.txt").read_text()) == others
+    assert len(scene.records()) == 3
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return is_live(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
+def test_save_folder_removed_while_a_retry_waits_exits_6_without_launching_again(scene):
+    launch = scene.start("--nproc", "2", "--backoff", "30",
+                         script_args=["--fail-rank", "0", "--fail-generation", "1", "--heartbeat", "0.1", "--train-seconds", "0.3"])
+    wait_event(launch, "retry_scheduled", 45)
+
+    shutil.rmtree(scene.work / "PAI")
+    rc = launch.wait(20)
+
+    assert rc == 6, launch.log_summary()
+    assert "removed" in launch.event("save_folder_failed")["reason"]
+    assert [e["generation"] for e in launch.events("generation_started")] == [1]
+    assert launch.ended - launch.started < 25, "the 30 s backoff was not waited out"
+    assert os.listdir(scene.work) == []
+
+
+def test_disk_full_mid_run_stops_the_workers_and_exits_6(scene, tmpfs_work):
+    work = tmpfs_work("2m")
+    launch = scene.start("--nproc", "2", "--grace", "10", script_args=["--hold-until", str(scene.hold_file)])
+    scene.wait_ready(1, 2)
+    save = work / "PAI"
+    before = tree_state(save / "array_dims.csv")
+
+    filler = _fill(work, leave=256 * 1024)  # below the 1 MiB pai-launch requires
+    rc = launch.wait(30)
+
+    assert rc == 6, launch.log_summary()
+    _assert_stopped_by_pai_launch(scene, launch, ("full", "No space left"))
+    assert "KiB free" in launch.event("save_folder_failed")["reason"]
+    assert filler.stat().st_size > 1024 * 1024 and tree_state(save / "array_dims.csv") == before
+    assert read_state(save)["last_exit"]["code"] == 6
+
+
+def test_disk_with_less_free_space_than_the_newest_switch_file_fails_before_the_launch(scene, tmpfs_work):
+    # 1.25 MiB free is more than the 1 MiB minimum but less than the 1.5 MiB switch file a save would need.
+    work = tmpfs_work("4m")
+    save = make_resumable(work / "PAI", {2: safetensors_bytes(os.urandom(1536 * 1024))})
+    _fill(work, leave=1280 * 1024)
+    assert 1024 * 1024 < _free(work) < 1536 * 1024
+
+    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
+
+    assert rc == 6, launch.log_summary()
+    reason = launch.event("save_folder_failed")["reason"]
+    assert "full" in reason and "1536 KiB needed" in reason, reason
+    assert "generation_started" not in launch.event_names()
+    assert scene.records() == [], "no worker was started"
+    assert (save / "switch_2.pt").stat().st_size > 1536 * 1024
+
+
+@pytest.fixture
+def nobody_scene(make_scene):
+    """A scene whose folders belong to an unprivileged user, outside pytest's root-only temporary folder."""
+    if not IS_ROOT or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run pai-launch as another user")
+    root = Path(tempfile.mkdtemp(prefix="pai-launch-nobody-", dir="/tmp"))
+    root.chmod(0o755)
+    scene = make_scene(root)
+    launch_env(root)  # makes root/tmp
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, NOBODY, NOBODY)
+    yield scene
+    for launch in scene.launches:
+        launch.kill()
+    for path in [root, *root.rglob("*")]:
+        if path.is_dir():
+            path.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_as_nobody(scene, *pai_args: str, script_args: list[str]) -> Launch:
+    args = ["--log-format", "json", *pai_args, str(FAKE_TRAINER), *scene.instrumentation, *script_args]
+    env = launch_env(scene.root, {"HOME": str(scene.root)})
+    stdout_path, stderr_path = scene.io / "nobody.stdout", scene.io / "nobody.stderr"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        popen = subprocess.Popen([*AS_NOBODY, sys.executable, "-m", "supervisor", *args], cwd=scene.work, env=env,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+    launch = Launch(popen, stdout_path, stderr_path)
+    scene.launches.append(launch)
+    return launch
+
+
+def test_save_folder_made_unwritable_mid_run_stops_the_workers_and_exits_6(nobody_scene):
+    scene = nobody_scene
+    launch = _start_as_nobody(scene, "--nproc", "2", "--grace", "10", script_args=["--hold-until", str(scene.hold_file)])
+    ready = scene.wait_ready(1, 2)
+    save = scene.work / "PAI"
+    assert save.stat().st_uid == NOBODY
+    assert {psutil.Process(pid).uids().real for pid, _ in ready.values()} == {psutil.Process(launch.pid).uids().real} == {NOBODY}
+    before = tree_state(save)
+
+    save.chmod(0o555)
+    rc = launch.wait(30)
+
+    assert rc == 6, launch.log_summary()
+    _assert_stopped_by_pai_launch(scene, launch, ("not writable",))
+    def users_files(tree):  # the folder itself (its mode changed) and pai-launch's own state aside
+        return {k: v for k, v in tree.items() if k != "." and not k.startswith(".pai-launch")}
+
+    assert users_files(tree_state(save)) == users_files(before)
+    assert read_state(save)["last_exit"]["code"] == 6
+    assert (state_dir(save) / "lock.node0").read_text().strip() == str(launch.pid)
