@@ -11,6 +11,7 @@ import json
 import os
 import struct
 import time
+import zipfile
 from pathlib import Path
 
 from supervisor import savedir
@@ -20,12 +21,41 @@ QUARANTINE = Path(".pai-launch") / "quarantine"
 MAX_HEADER = 100 * 1024 * 1024
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+
+
 def problem(path: Path) -> str | None:
-    """Why `path` is not a complete safetensors file, or None when it is."""
+    """Why `path` is not a complete checkpoint, or None when it is (or its format cannot be checked).
+
+    safetensors (what PerforatedAI writes) is checked in full; a torch.save zip file by its central
+    directory, which a torn file lacks; anything else (legacy pickles) is taken as it is.
+    """
     try:
         size = path.stat().st_size
-        if size < 8:
-            return f"{size} bytes: too small for a safetensors header"
+        if size < 9:
+            return f"{size} bytes: too small to be a checkpoint"
+        with open(path, "rb") as handle:
+            start = handle.read(9)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if start.startswith(ZIP_MAGIC):
+        return _zip_problem(path)
+    if start[8:9] != b"{":
+        return None
+    return _safetensors_problem(path, size)
+
+
+def _zip_problem(path: Path) -> str | None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            archive.infolist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        return f"torch.save archive is incomplete: {exc}"
+    return None
+
+
+def _safetensors_problem(path: Path, size: int) -> str | None:
+    try:
         with open(path, "rb") as handle:
             (header_len,) = struct.unpack("<Q", handle.read(8))
             if header_len > MAX_HEADER or 8 + header_len > size:

@@ -36,8 +36,7 @@ def test_every_truncation_is_caught(tmp_path, cut):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (struct.pack("<Q", 4) + b"nope", "not valid JSON"),
-        (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
+        (struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
         (struct.pack("<Q", 2**62) + b"{}", "does not fit"),
         (safetensors(b"abcd") + b"extra", "tensors cover"),
     ],
@@ -46,6 +45,23 @@ def test_malformed_headers_are_named(tmp_path, content, message):
     path = tmp_path / "switch_2.pt"
     path.write_bytes(content)
     assert message in checkpoint.problem(path)
+
+
+def test_torch_save_zip_archives_are_checked_by_their_central_directory(tmp_path):
+    import zipfile
+
+    path = tmp_path / "switch_2.pt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("archive/data.pkl", b"x" * 1000)
+    assert checkpoint.problem(path) is None
+    path.write_bytes(path.read_bytes()[:-30])
+    assert "incomplete" in checkpoint.problem(path)
+
+
+def test_formats_that_cannot_be_checked_are_taken_as_they_are(tmp_path):
+    path = tmp_path / "switch_2.pt"
+    path.write_bytes(b"\x80\x02legacy pickle bytes")
+    assert checkpoint.problem(path) is None
 
 
 def test_torn_newest_is_quarantined_and_the_previous_becomes_newest(tmp_path):
