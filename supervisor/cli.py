@@ -132,14 +132,24 @@ _inbox: queue.SimpleQueue | None = None
 
 def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...]) -> int:
     from supervisor.runner import Runner
-    from supervisor.state import StateError
+    from supervisor.state import NodeLock, StateError
 
     log = logs.configure(spec.log_format)
     if spec.fresh and spec.save_dir.exists():
         if spec.dry_run:
             print(f"--fresh: {spec.save_dir} would be moved aside")
         else:
-            moved = _move_aside(spec.save_dir)
+            # Never move a folder from under a running pai-launch: hold its lock (if free) across the rename.
+            guard = NodeLock(spec.save_dir)
+            try:
+                guard.hold_without_writing()
+            except StateError as exc:
+                _error(str(exc))
+                return exitcodes.USAGE
+            try:
+                moved = _move_aside(spec.save_dir)
+            finally:
+                guard.release()
             log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
     marker_time = savedir.marker_mtime(spec.save_dir)
     if marker_time is not None:

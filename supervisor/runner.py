@@ -246,9 +246,9 @@ class Runner:
                 return machine.InitExited(raw.returncode, raw.log_tail, now=now)
             return self.check_init_outputs(now)
         failures = () if raw.returncode == 0 else (machine.Failure(0, raw.returncode, raw.log_tail),)
-        self.log_generation_end(duration, failures, None)
-        return machine.GenerationEnded(failures=failures, complete=savedir.marker_mtime(self.save_dir) is not None,
-                                       reached_training=self.reached_training, now=now)
+        complete = savedir.marker_mtime(self.save_dir) is not None
+        self.log_generation_end(duration, failures, None, complete=complete)
+        return machine.GenerationEnded(failures=failures, complete=complete, reached_training=self.reached_training, now=now)
 
     def check_init_outputs(self, now: float) -> machine.InitExited:
         """Find where the init run really saved: --save-name, or a folder the script chose itself."""
@@ -347,12 +347,12 @@ class Runner:
             self.inbox.put(_PlainExited("train", 0, "not started"))
             return
         load_folder = self.resume_folder()
+        self.start_watcher()  # both modes: stall detection and "reached training" rely on seeing the writes
         if self.spec.data_parallel:
             command = plan.data_parallel_command(self.spec, self.run_id, load_folder)
             self.plain = PlainProcess(command, self.env, lambda rc, tail: self.inbox.put(_PlainExited("train", rc, tail)))
             self.log.info("training_started", mode="data_parallel", pid=self.plain.pid)
             return
-        self.start_watcher()
         self.switches_before = savedir.snapshot_switches(self.save_dir)
         warm = self.standby is not None
         agent = self.standby or Agent(self.spec.python, self.spec.workdir, self.env)

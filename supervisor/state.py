@@ -134,3 +134,20 @@ class NodeLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def hold_without_writing(self) -> None:
+        """Take the lock if there is a lock file and nobody holds it, writing nothing (--fresh then moves the folder
+        aside); StateError naming the holder when a live pai-launch runs on the folder. release() lets it go."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StateError(
+                f"another pai-launch (PID {holder}) is running on {self.path.parent.parent}: wait for it or stop it"
+            ) from None
+        self._fd = fd

@@ -167,6 +167,10 @@ if os.environ.get("TORCHELASTIC_RUN_ID") and world_size > 1:
     barrier = os.path.join(tempfile.gettempdir(), f"fake-trainer-barrier-{os.environ['TORCHELASTIC_RUN_ID']}")
     os.makedirs(barrier, exist_ok=True)
     open(os.path.join(barrier, str(rank)), "w").close()
+    if rank == 0:  # before the ready file: once every rank is ready, the barrier folder is gone
+        while len(os.listdir(barrier)) < world_size:
+            time.sleep(0.01)
+        shutil.rmtree(barrier, ignore_errors=True)
 
 grandchild = None
 if args.spawn_grandchild:
@@ -177,10 +181,6 @@ if args.ready_dir:
     _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"),
                       "" if grandchild is None else str(grandchild.pid))
 print(f"rank {rank} generation {generation} load={args.pai_load_folder}", flush=True)
-if barrier is not None and rank == 0:
-    while len(os.listdir(barrier)) < world_size:
-        time.sleep(0.01)
-    shutil.rmtree(barrier, ignore_errors=True)
 
 deadline = time.monotonic() + args.train_seconds
 if args.hang_rank is not None and args.hang_generation is not None:

@@ -7,8 +7,10 @@ The fake trainer fails like the real library when it is asked to load a torn new
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import zipfile
 
 import pytest
 
@@ -56,11 +58,21 @@ def test_a_torn_switch_file_left_by_a_generation_is_quarantined_and_the_one_befo
     assert "resuming_from_scratch" not in names
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty", "header_only"])
+def _torch_zip() -> bytes:
+    """The shape of a torch.save file: a zip archive (its central directory at the end)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("archive/data.pkl", os.urandom(512))
+        archive.writestr("archive/version", "3\n")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "header_only", "torch_zip_truncated"])
 def test_a_torn_newest_switch_file_found_on_resume_is_quarantined_byte_for_byte(scene, damage):
     whole = safetensors_bytes(os.urandom(64))
     newest = safetensors_bytes(os.urandom(64))
-    torn = {"truncated": newest[: len(newest) - 10], "empty": b"", "header_only": newest[: len(newest) - 64]}[damage]
+    torn = {"truncated": newest[: len(newest) - 10], "empty": b"", "header_only": newest[: len(newest) - 64],
+            "torch_zip_truncated": _torch_zip()[:400]}[damage]
     save = make_resumable(scene.work / "PAI", {2: whole, 4: torn})
     launch, rc = scene.run("--nproc", "2", script_args=["--generations", "2"])
 

@@ -55,8 +55,12 @@ def _assert_stopped_by_pai_launch(scene, launch, reason_words: tuple[str, ...]) 
     assert any(word in failed["reason"] for word in reason_words), failed
     finished = launch.event("run_finished")
     assert finished["exit_code"] == 6 and finished["reason"] == failed["reason"]
-    # The workers were asked to stop (once each) and obeyed; nothing was killed.
-    assert scene.signals() == {0: ["SIGTERM"], 1: ["SIGTERM"]}
+    # The workers were asked to stop and obeyed; nothing was killed. (torch may add its own SIGTERM to the rank
+    # that exits second, so only the kind of signal is checked.)
+    (forwarded,) = launch.events("signal_forwarded")
+    assert forwarded["signal"] == "SIGTERM" and len(forwarded["pids"]) == 2
+    seen = scene.signals()
+    assert sorted(seen) == [0, 1] and all(set(names) == {"SIGTERM"} for names in seen.values()), seen
     assert "run_killed" not in launch.event_names()
 
 

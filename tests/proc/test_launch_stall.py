@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
 #: Long enough that a healthy generation on a loaded 2-core machine writes its first file well within it.
 STALL_S = 3.0
-GRACE_S = 2.0
+GRACE_S = 1.5
 
 
 def _signal_event(launch, name: str) -> dict:
@@ -25,7 +25,7 @@ def test_a_hung_generation_gets_sigusr1_then_is_stopped_and_retried_to_completio
     # Generation 1 hangs on every rank without writing anything (a deadlocked collective).
     extra = ["--ignore-sigterm"] if workers == "ignore_sigterm" else []
     launch, rc = scene.run("--nproc", "2", "--stall-timeout", str(STALL_S), "--grace", str(GRACE_S), "--backoff", "0.2",
-                           script_args=["--hang-generation", "1", "--generations", "3", *extra], timeout=80)
+                           script_args=["--hang-generation", "1", "--generations", "2", *extra], timeout=80)
 
     assert rc == 0, launch.log_summary()
     stall = launch.event("stall_detected")
@@ -51,8 +51,8 @@ def test_a_hung_generation_gets_sigusr1_then_is_stopped_and_retried_to_completio
     assert failed["generation"] == 1
     retry = launch.event("retry_scheduled")
     assert retry["failures"] == 1 and "stalled" in retry["reason"]
-    assert generations(launch) == [(1, None), (2, None), (3, "PAI")]
-    assert [e["generation"] for e in launch.events("generation_ended")] == [2, 3]
+    assert generations(launch) == [(1, None), (2, None)]
+    assert [(e["generation"], e["complete"]) for e in launch.events("generation_ended")] == [(2, True)]
 
 
 def test_a_stall_every_time_spends_the_budget_and_exits_4(scene):
@@ -65,9 +65,12 @@ def test_a_stall_every_time_spends_the_budget_and_exits_4(scene):
     assert "2 consecutive" in finished["reason"] and "stalled" in finished["reason"]
 
 
-def test_writes_to_the_save_folder_keep_a_generation_longer_than_the_stall_timeout_alive(scene):
-    # Rank 0 rewrites latest.pt every 0.3 s for 4.5 s, one and a half times the stall timeout.
-    launch, rc = scene.run("--nproc", "2", "--stall-timeout", str(STALL_S), "--grace", str(GRACE_S),
+@pytest.mark.parametrize("mode", ["ddp", "data_parallel"])
+def test_writes_to_the_save_folder_keep_a_generation_longer_than_the_stall_timeout_alive(scene, mode):
+    # Rank 0 (the one process with --data-parallel) rewrites latest.pt every 0.3 s for 4.5 s, one and a half
+    # times the stall timeout.
+    mode_args = ["--nproc", "2"] if mode == "ddp" else ["--data-parallel"]
+    launch, rc = scene.run(*mode_args, "--stall-timeout", str(STALL_S), "--grace", str(GRACE_S),
                            script_args=["--heartbeat", "0.3", "--train-seconds", "4.5", "--generations", "1"], timeout=80)
 
     assert rc == 0, launch.log_summary()

@@ -180,26 +180,28 @@ def test_fresh_moves_the_old_save_folder_aside_intact_and_starts_over(scene):
     assert (old_save / ".training_complete").is_file() and generations(second) == [(1, None), (2, "PAI")]
 
 
-def test_a_second_pai_launch_on_the_same_save_folder_exits_2_naming_the_first(scene):
+def test_a_second_pai_launch_on_the_same_save_folder_exits_2_naming_the_first_even_with_fresh(scene):
     script_args = ["--generations", "1", "--hold-until", str(scene.hold_file)]
     first = scene.start("--nproc", "2", script_args=script_args)
     scene.wait_ready(1, 2)
     save = scene.work / "PAI"
     events_before = read_events_file(save)
 
-    second, rc = scene.run("--nproc", "2", script_args=script_args, timeout=30)
+    for extra in ([], ["--fresh"]):  # --fresh must not move the folder from under a running pai-launch either
+        second, rc = scene.run("--nproc", "2", *extra, script_args=script_args, timeout=30)
 
-    assert rc == 2, second.stderr
-    assert f"PID {first.pid}" in second.stderr and "another pai-launch" in second.stderr
-    assert second.stdout == ""
-    assert read_events_file(save) == events_before, "the second pai-launch logged nothing into the first's folder"
-    assert (state_dir(save) / "lock.node0").read_text().strip() == str(first.pid)
-    assert first.popen.poll() is None, "the first pai-launch is unaffected"
+        assert rc == 2, second.stderr
+        assert f"PID {first.pid}" in second.stderr and "another pai-launch" in second.stderr, second.stderr
+        assert second.stdout == ""
+        assert os.listdir(scene.work) == ["PAI"], extra
+        assert read_events_file(save) == events_before, "the second pai-launch logged nothing into the first's folder"
+        assert (state_dir(save) / "lock.node0").read_text().strip() == str(first.pid)
+        assert first.popen.poll() is None, "the first pai-launch is unaffected"
 
     scene.hold_file.touch()
     assert first.wait(60) == 0, first.log_summary()
-    assert "signal_received" not in first.event_names()
-    assert len(scene.records()) == 3, "the second started nothing"
+    assert "signal_received" not in first.event_names() and "save_folder_failed" not in first.event_names()
+    assert len(scene.records()) == 3, "the others started nothing"
     assert read_state(save)["run_id"] == first.event("run_finished")["run_id"]
 
 
