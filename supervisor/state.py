@@ -88,6 +88,7 @@ class StateStore:
         self.folder.mkdir(exist_ok=True)
         state.updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         fd, temp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=self.folder)
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the state from other users of a shared save folder
         try:
             with os.fdopen(fd, "w") as handle:
                 json.dump(asdict(state), handle, indent=2)
@@ -117,7 +118,13 @@ class NodeLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = self._lock(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def _lock(self, fd: int) -> int:
+        """flock `fd` or close it and raise StateError naming the PID written by the holder."""
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -126,9 +133,7 @@ class NodeLock:
             raise StateError(
                 f"another pai-launch (PID {holder}) is running on {self.path.parent.parent}: wait for it or stop it"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
+        return fd
 
     def release(self) -> None:
         if self._fd is not None:
@@ -142,12 +147,4 @@ class NodeLock:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StateError(
-                f"another pai-launch (PID {holder}) is running on {self.path.parent.parent}: wait for it or stop it"
-            ) from None
-        self._fd = fd
+        self._fd = self._lock(fd)
