@@ -84,7 +84,7 @@ class ProcessSampler(threading.Thread):
                     cmdline = " ".join(child.cmdline())
                     if not cmdline:
                         continue  # a zombie: it was counted (or not) while it ran
-                    launcher = "torchrun" in cmdline or "supervisor.agent" in cmdline
+                    launcher = "torchrun" in cmdline or "pai_launch.agent" in cmdline
                     if "train_pai_ddp.py" in cmdline and not launcher:
                         self.workers.add(child.pid)  # a training process, not the launcher
                         continue

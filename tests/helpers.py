@@ -195,13 +195,13 @@ def launch_env(tmp_root: Path, extra: dict[str, str] | None = None) -> dict[str,
 
 def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str, str], name: str = "launch",
                      new_session: bool = False) -> Launch:
-    """`python -m supervisor ARGS` with stdout/stderr in files under io_dir; `new_session` makes it a process-group
+    """`python -m pai_launch ARGS` with stdout/stderr in files under io_dir; `new_session` makes it a process-group
     leader, like a shell job, so a test can signal its whole group as a terminal's Ctrl+C does."""
     io_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = io_dir / f"{name}.stdout", io_dir / f"{name}.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "supervisor", *args],
+            [sys.executable, "-m", "pai_launch", *args],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=new_session,
         )
     return Launch(popen, stdout_path, stderr_path)

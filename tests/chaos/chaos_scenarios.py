@@ -327,7 +327,7 @@ class Run:
         self.ledger.snapshot()
         index = len(self.launches)
         stdout_path, stderr_path = self.io / f"launch{index}.stdout", self.io / f"launch{index}.stderr"
-        argv = [*(UNSHARE if pid1 else ()), sys.executable, "-m", "supervisor", "--log-format", "json", *pai_args,
+        argv = [*(UNSHARE if pid1 else ()), sys.executable, "-m", "pai_launch", "--log-format", "json", *pai_args,
                 str(script), *script_args]
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             popen = subprocess.Popen(argv, cwd=self.work, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL,

@@ -187,7 +187,7 @@ def _start_as_nobody(scene, *pai_args: str, script_args: list[str]) -> Launch:
     env = launch_env(scene.root, {"HOME": str(scene.root)})
     stdout_path, stderr_path = scene.io / "nobody.stdout", scene.io / "nobody.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        popen = subprocess.Popen([*AS_NOBODY, sys.executable, "-m", "supervisor", *args], cwd=scene.work, env=env,
+        popen = subprocess.Popen([*AS_NOBODY, sys.executable, "-m", "pai_launch", *args], cwd=scene.work, env=env,
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=err)
     launch = Launch(popen, stdout_path, stderr_path)
     scene.launches.append(launch)

@@ -50,7 +50,7 @@ class _StateReader(threading.Thread):
 
 
 def test_state_json_and_events_jsonl_record_the_run_and_state_json_is_always_whole(scene):
-    from supervisor import __version__
+    from pai_launch import __version__
 
     script_args = ["--fail-rank", "0", "--fail-generation", "1", "--generations", "3", *TRAINING]
     save = scene.work / "PAI"

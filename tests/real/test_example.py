@@ -17,7 +17,7 @@ EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 
 def run_pai_launch(tmp_path, *args, timeout):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "--log-format", "json", *args], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "pai_launch", "--log-format", "json", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     seen: set[psutil.Process] = set()
     try:

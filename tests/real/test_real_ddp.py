@@ -19,7 +19,7 @@ REPO = HERE.parent.parent
 
 def pai_launch(*args, cwd, **popen):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "supervisor", "--log-format", "json", *args], cwd=cwd, env=env,
+    return subprocess.Popen([sys.executable, "-m", "pai_launch", "--log-format", "json", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 

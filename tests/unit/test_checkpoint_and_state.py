@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from supervisor import checkpoint
-from supervisor.state import NodeLock, RunState, StateError, StateStore, fingerprint, fingerprint_differences
+from pai_launch import checkpoint
+from pai_launch.state import NodeLock, RunState, StateError, StateStore, fingerprint, fingerprint_differences
 
 
 def safetensors(payload: bytes = b"\x01\x02\x03\x04", extra_header: dict | None = None) -> bytes:
@@ -144,7 +144,7 @@ def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
     first = NodeLock(tmp_path)
     first.acquire()
     holder = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from supervisor.state import NodeLock\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.state import NodeLock\n"
          "try:\n    NodeLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)", str(tmp_path)],
         capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), timeout=30,
     )
@@ -156,7 +156,7 @@ def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
 
 
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
-    script = "import sys, os; from pathlib import Path; from supervisor.state import NodeLock; NodeLock(Path(sys.argv[1])).acquire(); os._exit(0)"
+    script = "import sys, os; from pathlib import Path; from pai_launch.state import NodeLock; NodeLock(Path(sys.argv[1])).acquire(); os._exit(0)"
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=30,
                    cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     lock = NodeLock(tmp_path)

@@ -4,7 +4,7 @@ import queue
 
 import pytest
 
-from supervisor import cli
+from pai_launch import cli
 
 
 @pytest.fixture

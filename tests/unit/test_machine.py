@@ -4,8 +4,8 @@ import signal
 
 import pytest
 
-from supervisor import exitcodes
-from supervisor.machine import (
+from pai_launch import exitcodes
+from pai_launch.machine import (
     Failure,
     Finish,
     GenerationEnded,

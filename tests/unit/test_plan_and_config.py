@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import plan
-from supervisor.config import LaunchSpec, PreflightError, parse_gpu_list, preflight, visible_gpus
+from pai_launch import plan
+from pai_launch.config import LaunchSpec, PreflightError, parse_gpu_list, preflight, visible_gpus
 
 
 def spec(tmp_path, **overrides):
@@ -114,7 +114,7 @@ def test_preflight_rejects_a_save_name_that_is_a_file(tmp_path):
 
 
 def test_preflight_checks_writability_with_the_real_access_call(tmp_path, monkeypatch):
-    import supervisor.config as config
+    import pai_launch.config as config
 
     monkeypatch.setattr(config.os, "access", lambda path, mode: False)
     with pytest.raises(PreflightError, match="not writable"):

@@ -3,7 +3,7 @@
 import os
 import time
 
-from supervisor import savedir
+from pai_launch import savedir
 
 
 def test_switch_numbers():

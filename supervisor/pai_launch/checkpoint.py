@@ -14,7 +14,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from supervisor import savedir
+from pai_launch import savedir
 
 QUARANTINE = Path(".pai-launch") / "quarantine"
 #: A header larger than this is not a real one (safetensors itself caps it at 100 MB).

@@ -16,8 +16,8 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
-from supervisor import savedir
-from supervisor.machine import MarkerAppeared
+from pai_launch import savedir
+from pai_launch.machine import MarkerAppeared
 
 POLL_INTERVAL = 0.5
 

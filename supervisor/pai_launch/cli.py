@@ -19,8 +19,8 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from supervisor import __version__, exitcodes, logs, plan, savedir
-from supervisor.config import LOG_FORMATS, LaunchSpec, PreflightError, parse_gpu_list, physical_gpu_count, preflight, visible_gpus, default_nproc
+from pai_launch import __version__, exitcodes, logs, plan, savedir
+from pai_launch.config import LOG_FORMATS, LaunchSpec, PreflightError, parse_gpu_list, physical_gpu_count, preflight, visible_gpus, default_nproc
 
 EPILOG = (
     "Example: pai-launch --nproc 8 train.py --epochs 100\n\n"
@@ -131,8 +131,8 @@ _inbox: queue.SimpleQueue | None = None
 
 
 def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...]) -> int:
-    from supervisor.runner import Runner
-    from supervisor.state import NodeLock, StateError
+    from pai_launch.runner import Runner
+    from pai_launch.state import NodeLock, StateError
 
     log = logs.configure(spec.log_format)
     if spec.fresh and spec.save_dir.exists():
@@ -202,6 +202,6 @@ def run_command_line(argv: list[str], inbox: queue.SimpleQueue) -> int:
 
 
 def main() -> None:
-    from supervisor.entry import main as entry_main
+    from pai_launch.entry import main as entry_main
 
     entry_main()

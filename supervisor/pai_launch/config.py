@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor import savedir
+from pai_launch import savedir
 
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 LOG_FORMATS = ("auto", "console", "json")

@@ -5,7 +5,7 @@ GenerationRequest on its request pipe, runs that generation through `elastic_lau
 rendezvous on a free local port, max_restarts=0: pai-launch owns the restart policy), writes one
 GenerationResult to its result pipe and leaves at once, without waiting for torch's teardown.
 
-Run as: python -m supervisor.agent --request-fd R --result-fd W --parent-pid P
+Run as: python -m pai_launch.agent --request-fd R --result-fd W --parent-pid P
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import traceback
 
 import psutil
 
-from supervisor import procs
-from supervisor.protocol import GenerationRequest, GenerationResult, WorkerFailure
-from supervisor.relay import LogRelay
-from supervisor.workers import WorkerExit, WorkerWatch
+from pai_launch import procs
+from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
+from pai_launch.relay import LogRelay
+from pai_launch.workers import WorkerExit, WorkerWatch
 
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
 PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3
@@ -164,7 +164,7 @@ def _read_line(fd: int) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m supervisor.agent")
+    parser = argparse.ArgumentParser(prog="python -m pai_launch.agent")
     parser.add_argument("--request-fd", type=int, required=True)
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)

@@ -2,7 +2,7 @@
 
 - PlainProcess: the init run and the DataParallel process, output passed through to our stdout with
   its tail kept for error messages.
-- Agent: a `python -m supervisor.agent` process that runs one generation per request.
+- Agent: a `python -m pai_launch.agent` process that runs one generation per request.
 All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies.
 """
 
@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from supervisor import procs
-from supervisor.plan import Command
-from supervisor.protocol import GenerationRequest, GenerationResult
+from pai_launch import procs
+from pai_launch.plan import Command
+from pai_launch.protocol import GenerationRequest, GenerationResult
 
 TAIL_LINES = 20
 
@@ -63,7 +63,7 @@ class Agent:
         request_r, self._request_w = os.pipe()
         self._result_r, result_w = os.pipe()
         # Import this very copy of the package without putting it on the workers' PYTHONPATH.
-        bootstrap = f"import sys; sys.path.insert(0, {_package_root()!r}); from supervisor.agent import main; main()"
+        bootstrap = f"import sys; sys.path.insert(0, {_package_root()!r}); from pai_launch.agent import main; main()"
         argv = [
             python, "-c", bootstrap,
             "--request-fd", str(request_r), "--result-fd", str(result_w), "--parent-pid", str(os.getpid()),
@@ -116,5 +116,5 @@ class Agent:
 
 
 def _package_root() -> str:
-    """The folder holding the `supervisor` package, so the agent imports this very copy."""
+    """The folder holding the `pai_launch` package, so the agent imports this very copy."""
     return str(Path(__file__).resolve().parent.parent)

@@ -9,7 +9,7 @@ import queue
 import signal
 import time
 
-from supervisor.machine import SignalReceived
+from pai_launch.machine import SignalReceived
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 

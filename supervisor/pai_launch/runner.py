@@ -18,12 +18,12 @@ from pathlib import Path
 
 import psutil
 
-from supervisor import checkpoint, exitcodes, logs, machine, plan, procs, savedir
-from supervisor.children import Agent, PlainProcess
-from supervisor.config import LaunchSpec, physical_gpu_count, visible_gpus
-from supervisor.protocol import GenerationRequest, GenerationResult
-from supervisor.state import NodeLock, RunState, StateError, StateStore, fingerprint, fingerprint_differences
-from supervisor.watcher import SaveFolderWatcher, SaveWritten
+from pai_launch import checkpoint, exitcodes, logs, machine, plan, procs, savedir
+from pai_launch.children import Agent, PlainProcess
+from pai_launch.config import LaunchSpec, physical_gpu_count, visible_gpus
+from pai_launch.protocol import GenerationRequest, GenerationResult
+from pai_launch.state import NodeLock, RunState, StateError, StateStore, fingerprint, fingerprint_differences
+from pai_launch.watcher import SaveFolderWatcher, SaveWritten
 
 TICK = 0.2
 #: On a machine with no spare core, start the next generation's agent only once workers are past start-up.

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.config import LaunchSpec
+from pai_launch.config import LaunchSpec
 
 RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"
 GENERATION_ENV = "PAI_LAUNCH_GENERATION"

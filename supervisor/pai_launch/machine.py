@@ -13,7 +13,7 @@ import signal
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from supervisor import exitcodes
+from pai_launch import exitcodes
 
 #: Signals that stop the run: forwarded once to every process of the run, then a deadline.
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from supervisor import __version__
+from pai_launch import __version__
 
 STATE_DIR = ".pai-launch"
 STATE_FILE = "state.json"

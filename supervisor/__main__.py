@@ -1,3 +1,0 @@
-from supervisor.entry import main
-
-main()

@@ -1,0 +1,3 @@
+from pai_launch.entry import main
+
+main()
