@@ -1,10 +1,11 @@
-#!/usr/bin/env python
 """Run every chaos scenario (tests/chaos/chaos_scenarios.py) against real processes and print a table.
 
-    .venv/bin/python scripts/chaos.py                 # the real PerforatedAI example wherever a scenario can use it
-    .venv/bin/python scripts/chaos.py --fake          # the fake trainer wherever a scenario can use it (fast)
-    .venv/bin/python scripts/chaos.py --only hung     # scenarios whose name contains "hung"
-    .venv/bin/python scripts/chaos.py --list
+Run it as a module from the repository root (it imports the scenarios as the package `tests.chaos`):
+
+    .venv/bin/python -m scripts.chaos                 # the real PerforatedAI example wherever a scenario can use it
+    .venv/bin/python -m scripts.chaos --fake          # the fake trainer wherever a scenario can use it (fast)
+    .venv/bin/python -m scripts.chaos --only hung     # scenarios whose name contains "hung"
+    .venv/bin/python -m scripts.chaos --list
 
 Columns: scenario (trainer), expected outcome, outcome, processes left afterwards (alive 2 s after the
 end), files lost (files seen in the working directory that disappeared, except those removed by the
@@ -23,9 +24,11 @@ import textwrap
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "chaos"))
+if not __package__:  # `python scripts/chaos.py`: the package `tests` is not importable from there
+    sys.exit("run it from the repository root as a module: python -m scripts.chaos [OPTIONS]")
 
-import chaos_scenarios as chaos  # noqa: E402
+from tests.chaos import chaos_scenarios as chaos  # noqa: E402
+from tests.helpers import become_subreaper  # noqa: E402
 
 COLUMNS = (("scenario", 26), ("expected", 34), ("outcome", 58), ("left", 5), ("lost", 5), ("s", 6), ("", 4))
 
@@ -54,7 +57,7 @@ def main() -> int:
         print(f"no scenario matches {options.only}", file=sys.stderr)
         return 2
 
-    chaos.become_subreaper()
+    become_subreaper()
     base = options.keep or Path(tempfile.mkdtemp(prefix="pai-chaos-"))
     base.mkdir(parents=True, exist_ok=True)
     results = []

@@ -8,25 +8,18 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
-import time
-
 import psutil
 import pytest
 
-from helpers import describe, is_live, kill_processes, processes_mentioning
+from tests.helpers import (become_subreaper, describe, is_live, kill_processes, processes_mentioning, reap_zombie_children,
+                           wait_until_empty)
 
 #: How long processes a test started may take to vanish after it (pai-launch's own sweep takes up to 2 s).
 ORPHAN_WAIT_S = 3.0
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: orphans go to PID 1 and only the command-line check sees them
-        pass
+    become_subreaper()  # not Linux: orphans go to PID 1 and only the command-line check sees them
 
 
 def _key(proc: psutil.Process) -> tuple[int, float]:
@@ -45,14 +38,7 @@ def _descendants() -> dict[tuple[int, float], psutil.Process]:
 
 def _reap_new_zombies(before: set[tuple[int, float]]) -> None:
     """waitpid() our own new zombie children (orphans re-parented to us), never ones that existed before."""
-    for proc in psutil.Process().children():
-        if _key(proc) in before:
-            continue
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(proc.pid, os.WNOHANG)
-        except (psutil.Error, ChildProcessError):
-            pass
+    reap_zombie_children(keep=lambda proc: _key(proc) in before)
 
 
 @pytest.fixture(autouse=True)
@@ -71,11 +57,7 @@ def no_orphans(request: pytest.FixtureRequest):
                 live.setdefault(proc.pid, proc)
         return list(live.values())
 
-    deadline = time.monotonic() + ORPHAN_WAIT_S
-    left = leftovers()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = leftovers()
+    left = wait_until_empty(leftovers, ORPHAN_WAIT_S, interval=0.05)
     if left:
         names = [describe(proc) for proc in left]
         kill_processes(left)

@@ -51,6 +51,8 @@ parser.add_argument("--hold-until", default=None, help="keep training until this
 parser.add_argument("--fail-signal", type=int, default=None,
                     help="the --fail-rank dies by this signal (default action) instead of exiting with --fail-code")
 parser.add_argument("--hang-init", action="store_true", help="the init run runs until signalled (after its ready file)")
+parser.add_argument("--init-replaces-save", action="store_true",
+                    help="the init run moves its save folder to SAVE.replaced and writes a new one (a folder swapped under us)")
 # Same names as pai-launch options: a test passes them after SCRIPT to prove they reach the script, not pai-launch.
 parser.add_argument("--nproc", default=None)
 parser.add_argument("--dry-run", action="store_true")
@@ -70,7 +72,10 @@ fail_generations = {int(item) for item in str(args.fail_generation).split(",") i
 
 
 def safetensors_bytes(payload: bytes) -> bytes:
-    """A whole safetensors file holding one uint8 tensor, written by hand (the format PerforatedAI uses)."""
+    """A whole safetensors file holding one uint8 tensor, written by hand (the format PerforatedAI uses).
+
+    The same as tests.helpers.safetensors_bytes: this script runs on its own in worker processes (also through
+    runpy from tests/chaos/, where tests/ is not on sys.path), so it keeps its own copy rather than import one."""
     header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]}}).encode()
     return len(header).to_bytes(8, "little") + header + payload
 
@@ -153,6 +158,11 @@ if args.perforate_model_parallel:
     os.makedirs(args.save, exist_ok=True)
     with open(os.path.join(args.save, "array_dims.csv"), "w") as handle:
         handle.write(".fc1,1,32\n")
+    if args.init_replaces_save:
+        os.rename(args.save, args.save + ".replaced")
+        os.makedirs(args.save)
+        with open(os.path.join(args.save, "array_dims.csv"), "w") as handle:
+            handle.write(".fc1,1,32\n")
     print("init done")
     sys.exit(0)
 

@@ -1,10 +1,15 @@
-"""Shared test helpers: waiting on conditions, running `pai-launch` as a subprocess, reading what it left.
+"""Shared test helpers: waiting on conditions, processes (liveness, subreaping, reaping zombies), running
+`pai-launch` as a subprocess, reading its JSON log events and what the fake trainer reported, and files
+(tree snapshots, hand-written safetensors bytes). Every tier, the conftest files and the chaos scenarios import
+them from here as `tests.helpers`.
 
-No fixed sleeps: every wait is `wait_until(predicate, timeout)` on a file, a log line or a process.
+No fixed sleeps: every wait is `wait_until(predicate, timeout)` (or `wait_until_empty`) on a file, a log line or
+a process.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -12,8 +17,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +30,8 @@ REPO = TESTS.parent
 FAKE_TRAINER = TESTS / "fake_trainer.py"
 
 T = TypeVar("T")
+#: prctl(2) option: orphaned descendants re-parent to this process instead of PID 1.
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 class WaitTimeout(AssertionError):
@@ -43,11 +51,31 @@ def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 
         time.sleep(interval)
 
 
+def wait_until_empty(current: Callable[[], list[T]], within: float, *, since: float | None = None,
+                     interval: float = 0.02) -> list[T]:
+    """Poll `current()` until it returns an empty list or `within` seconds after `since` (monotonic; default now)
+    pass; return the last list (empty: everything went in time)."""
+    deadline = (time.monotonic() if since is None else since) + within
+    left = current()
+    while left and time.monotonic() < deadline:
+        time.sleep(interval)
+        left = current()
+    return left
+
+
 # --- processes ------------------------------------------------------------------------------------
 def is_live(proc: psutil.Process) -> bool:
     """Running and not a zombie (a zombie has exited; it only waits to be reaped)."""
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def pid_is_live(pid: int) -> bool:
+    """The process `pid` exists and is not a zombie."""
+    try:
+        return is_live(psutil.Process(pid))
     except psutil.Error:
         return False
 
@@ -91,7 +119,6 @@ def assert_all_gone(procs: Iterable[psutil.Process], *, within: float, mentionin
     Survivors are named in the failure and then killed, so one failure doesn't cascade.
     """
     procs = list(procs)
-    start = time.monotonic() if since is None else since
 
     def survivors() -> list[psutil.Process]:
         live = [proc for proc in procs if is_live(proc)]
@@ -100,14 +127,38 @@ def assert_all_gone(procs: Iterable[psutil.Process], *, within: float, mentionin
             live += [proc for proc in processes_mentioning(mentioning) if proc.pid not in known]
         return live
 
-    left = survivors()
-    while left and time.monotonic() - start < within:
-        time.sleep(0.02)
-        left = survivors()
+    left = wait_until_empty(survivors, within, since=since)
     if left:
         names = [describe(proc) for proc in left]
         kill_processes(left)
         raise AssertionError(f"{what} still alive {within} s later: {names}")
+
+
+def become_subreaper() -> None:
+    """Make this process a child subreaper: processes orphaned below it (for example after `kill -9` of
+    pai-launch, itself a subreaper) re-parent to it instead of PID 1, so it can still see and reap them.
+    Not Linux: nothing happens (orphans go to PID 1)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def reap_zombie_children(keep: Callable[[psutil.Process], bool] = lambda proc: False) -> None:
+    """waitpid() this process's zombie children (orphans re-parented to a subreaper), except those `keep` picks
+    (children whose exit status someone else, such as their Popen, still has to collect)."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for proc in children:
+        if keep(proc):
+            continue
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(proc.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError):
+            pass
 
 
 # --- pai-launch as a subprocess ---------------------------------------------------------------------
@@ -156,17 +207,7 @@ class Launch:
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         """pai-launch's own JSON log lines on stderr (workers' output lines there are skipped)."""
-        found = []
-        for line in self.stderr.splitlines():
-            if not line.startswith("{"):
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and "event" in event and (name is None or event["event"] == name):
-                found.append(event)
-        return found
+        return json_events(self.stderr, name)
 
     def event(self, name: str) -> dict[str, Any]:
         """The one event called `name` (fails when there is none or several)."""
@@ -193,18 +234,71 @@ def launch_env(tmp_root: Path, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
+L = TypeVar("L", bound=Launch)
+
+
 def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str, str], name: str = "launch",
-                     new_session: bool = False) -> Launch:
-    """`python -m pai_launch ARGS` with stdout/stderr in files under io_dir; `new_session` makes it a process-group
-    leader, like a shell job, so a test can signal its whole group as a terminal's Ctrl+C does."""
+                     new_session: bool = False, prefix: Sequence[str] = (), launch_class: type[L] = Launch) -> L:
+    """`[PREFIX...] python -m pai_launch ARGS` with stdout/stderr in files io_dir/NAME.stdout and NAME.stderr.
+
+    `new_session` makes it a process-group leader, like a shell job, so a test can signal its whole group as a
+    terminal's Ctrl+C does; `prefix` runs it under another command (setpriv as another user, unshare as PID 1)."""
     io_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = io_dir / f"{name}.stdout", io_dir / f"{name}.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "pai_launch", *args],
+            [*prefix, sys.executable, "-m", "pai_launch", *args],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=new_session,
         )
-    return Launch(popen, stdout_path, stderr_path)
+    return launch_class(popen, stdout_path, stderr_path)
+
+
+# --- logs -------------------------------------------------------------------------------------------
+def json_events(text: str, name: str | None = None) -> list[dict[str, Any]]:
+    """pai-launch's JSON log lines (objects with an "event") in `text`, those called `name` only if given;
+    every other line (a worker's output, a traceback) is skipped."""
+    found = []
+    for line in text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and "event" in event and (name is None or event["event"] == name):
+            found.append(event)
+    return found
+
+
+def stamp(event: dict[str, Any]) -> float:
+    """A logged event's wall-clock time in seconds (from its ISO 8601 "timestamp")."""
+    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+# --- what the fake trainer reports ----------------------------------------------------------------------
+def read_signal_log(path: Path) -> dict[int, list[str]]:
+    """A fake trainer's --signal-log: rank -> the signal names it received, in order ({} before any)."""
+    seen: dict[int, list[str]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rank, name = line.split()
+            seen.setdefault(int(rank), []).append(name)
+    return seen
+
+
+def read_ready_dir(folder: Path, generation: int) -> dict[int, tuple[int, int | None]]:
+    """A fake trainer's --ready-dir: rank -> (pid, its --spawn-grandchild sleeper's pid or None) for every
+    process of `generation` that is running (files GEN-RANK.PID; temporary files skipped)."""
+    found = {}
+    for path in folder.iterdir():
+        stem, dot, pid = path.name.partition(".")
+        if path.name.endswith(".tmp") or not dot or "-" not in stem:
+            continue
+        gen, rank = (int(part) for part in stem.split("-"))
+        if gen == generation:
+            text = path.read_text().strip()
+            found[rank] = (int(pid), int(text) if text else None)
+    return found
 
 
 # --- files ------------------------------------------------------------------------------------------
@@ -223,6 +317,15 @@ def tree_state(root: Path) -> dict[str, tuple]:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             state[rel] = ("file", digest, st.st_size, st.st_mode, st.st_mtime_ns)
     return state
+
+
+def safetensors_bytes(payload: bytes, extra_header: dict[str, Any] | None = None) -> bytes:
+    """A whole safetensors file holding one uint8 tensor `w` (the format PerforatedAI saves), written by hand:
+    8-byte little-endian header length, the JSON header, the data. tests/fake_trainer.py, a standalone script,
+    keeps its own copy of these lines."""
+    header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]},
+                         **(extra_header or {})}).encode()
+    return len(header).to_bytes(8, "little") + header + payload
 
 
 def signal_name(signum: int) -> str:

@@ -1,8 +1,9 @@
-"""The processes pai-launch starts, each with a thread that reports its end as one callback.
+"""The processes pai-launch starts, each with a thread that reports its end to the loop's inbox.
 
 - PlainProcess: the init run and the DataParallel process, output passed through to our stdout with
-  its tail kept for error messages.
-- Agent: a `python -m pai_launch.agent` process that runs one generation per request.
+  its tail kept for error messages; reports ProcessExited.
+- Agent: a `python -m pai_launch.agent` process that runs one generation per request; reports
+  AgentReported.
 All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies.
 """
 
@@ -12,13 +13,18 @@ import collections
 import os
 import subprocess
 import sys
-import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from pai_launch import procs
+from pai_launch.events import AgentReported, ProcessExited, Role
 from pai_launch.plan import Command
 from pai_launch.protocol import GenerationRequest, GenerationResult
+from pai_launch.threads import start_guarded
+
+#: Where a child's end is reported: the loop's inbox (its `put`).
+Report = Callable[[object], None]
 
 TAIL_LINES = 20
 
@@ -26,8 +32,9 @@ TAIL_LINES = 20
 class PlainProcess:
     """One process whose output we relay line by line and whose last lines we keep."""
 
-    def __init__(self, command: Command, base_env: dict[str, str], on_exit: Callable[[int, str], None]) -> None:
+    def __init__(self, role: Role, command: Command, base_env: dict[str, str], report: Report) -> None:
         env = {**base_env, **command.env}
+        self.role = role
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.popen = subprocess.Popen(
             procs.dies_with_parent(command.argv),
@@ -39,8 +46,8 @@ class PlainProcess:
             start_new_session=True,
         )
         self.pid = self.popen.pid
-        self._on_exit = on_exit
-        threading.Thread(target=self._pump, name=f"pump-{self.pid}", daemon=True).start()
+        self._report = report
+        start_guarded(self._pump, name=f"pump-{self.pid}", report=report)
 
     def _pump(self) -> None:
         out = sys.stdout.buffer
@@ -53,13 +60,13 @@ class PlainProcess:
             except (OSError, ValueError):
                 pass
         returncode = self.popen.wait()
-        self._on_exit(returncode, "\n".join(self._tail))
+        self._report(ProcessExited(self.role, returncode, "\n".join(self._tail), time.monotonic()))
 
 
 class Agent:
     """An agent process, started ahead of time so torch is already imported when a generation begins."""
 
-    def __init__(self, python: str, cwd: Path, base_env: dict[str, str]) -> None:
+    def __init__(self, python: str, cwd: Path, base_env: dict[str, str], report: Report) -> None:
         request_r, self._request_w = os.pipe()
         self._result_r, result_w = os.pipe()
         # Import this very copy of the package without putting it on the workers' PYTHONPATH.
@@ -77,20 +84,19 @@ class Agent:
             os.close(request_r)
             os.close(result_w)
         self.pid = self.popen.pid
-        self.request: GenerationRequest | None = None
+        self._report = report
 
-    def run(self, request: GenerationRequest, on_result: Callable[[GenerationResult | None, int], None]) -> None:
-        """Hand the agent its generation; `on_result(result or None, agent returncode)` follows from a thread."""
-        self.request = request
+    def run(self, request: GenerationRequest) -> None:
+        """Hand the agent its generation; AgentReported follows from a thread."""
         try:
             os.write(self._request_w, request.to_line())
         except BrokenPipeError:
             pass
         os.close(self._request_w)
         self._request_w = -1
-        threading.Thread(target=self._await_result, args=(on_result,), name=f"agent-{self.pid}", daemon=True).start()
+        start_guarded(self._await_result, name=f"agent-{self.pid}", report=self._report)
 
-    def _await_result(self, on_result: Callable[[GenerationResult | None, int], None]) -> None:
+    def _await_result(self) -> None:
         chunks = []
         while True:
             chunk = os.read(self._result_r, 65536)
@@ -100,7 +106,7 @@ class Agent:
         os.close(self._result_r)
         data = b"".join(chunks)
         result = GenerationResult.from_line(data) if data.strip() else None
-        on_result(result, self.popen.wait())
+        self._report(AgentReported(self.pid, result, self.popen.wait(), time.monotonic()))
 
     def discard(self) -> None:
         """An unused standby: closing its request pipe makes it exit; it has no workers."""

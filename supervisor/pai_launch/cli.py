@@ -1,6 +1,8 @@
-"""The command line: parse options into a LaunchSpec, preflight it, configure logging, run.
+"""The command line: parse options into a LaunchSpec, preflight it, then hand over to the runner.
 
-Everything after SCRIPT belongs to the script, as with torchrun.
+Everything after SCRIPT belongs to the script, as with torchrun. This is also the outer exit-code
+boundary: usage errors are one line and exit 2, and a bug anywhere is exit 70 (INTERNAL_ERROR)
+with every process we started stopped, never a bare traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import os
 import queue
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,8 +22,10 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch import __version__, exitcodes, logs, plan, savedir
-from pai_launch.config import LOG_FORMATS, LaunchSpec, PreflightError, parse_gpu_list, physical_gpu_count, preflight, visible_gpus, default_nproc
+from pai_launch import __version__, exitcodes, logs, plan, procs, savedir
+from pai_launch.config import (
+    LaunchSpec, PreflightError, default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus,
+)
 
 EPILOG = (
     "Example: pai-launch --nproc 8 train.py --epochs 100\n\n"
@@ -46,6 +51,7 @@ def _version(value: bool) -> None:
 
 @app.command(epilog=EPILOG)
 def launch(
+    ctx: typer.Context,
     script: Annotated[Path, typer.Argument(help="The training script (run with `python -u`).", show_default=False)],
     script_args: Annotated[
         Optional[list[str]], typer.Argument(help="Arguments for the script; everything after SCRIPT goes to it.", show_default=False)
@@ -77,8 +83,10 @@ def launch(
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (commands, environment, directory) and start nothing.")] = False,
     max_failures: Annotated[
-        int, typer.Option("--max-failures", help="Consecutive failed generations without a new switch file before giving up (exit 4).")
-    ] = 3,
+        Optional[int],
+        typer.Option("--max-failures", help="Consecutive failed generations without a new switch file before giving up (exit 4). "
+                     "With --data-parallel, giving it allows retries (from the start). [default: 3]", show_default=False),
+    ] = None,
     backoff: Annotated[float, typer.Option("--backoff", help="Seconds before the first retry of a failed generation; doubles each time.")] = 1.0,
     backoff_max: Annotated[float, typer.Option("--backoff-max", help="Longest wait between retries, in seconds.")] = 60.0,
     stall_timeout: Annotated[
@@ -95,6 +103,7 @@ def launch(
 ) -> int:
     """Run PerforatedAI DistributedDataParallel training to completion: the init run, then one generation of
     workers per dendrite restructure, relaunched with --pai_load_folder until SAVE/.training_complete appears."""
+    inbox: queue.SimpleQueue = ctx.obj  # the signal handlers' queue, from run_command_line
     env = dict(os.environ)
     physical = physical_gpu_count()
     try:
@@ -102,6 +111,8 @@ def launch(
         visible = visible_gpus(env, gpu_list, physical)
         spec = LaunchSpec(
             script=script,
+            workdir=Path.cwd(),
+            python=sys.executable,
             script_args=tuple(script_args or ()),
             nproc=default_nproc(visible) if nproc is None else nproc,
             save_name=save_name if save_name is not None else "PAI",
@@ -115,7 +126,8 @@ def launch(
             data_parallel=data_parallel,
             dry_run=dry_run,
             fresh=fresh,
-            max_failures=max_failures,
+            max_failures=3 if max_failures is None else max_failures,
+            max_failures_given=max_failures is not None,
             backoff=backoff,
             backoff_max=backoff_max,
             stall_timeout=stall_timeout,
@@ -124,62 +136,38 @@ def launch(
     except PreflightError as exc:
         _error(str(exc))
         return exitcodes.USAGE
-    return _launch(spec, env, visible)
+    return _launch(spec, env, visible, inbox)
 
 
-_inbox: queue.SimpleQueue | None = None
-
-
-def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...]) -> int:
+def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
+    from pai_launch.record import StateError
     from pai_launch.runner import Runner
-    from pai_launch.state import NodeLock, StateError
+    from pai_launch.session import SaveSession, move_aside
 
-    log = logs.configure(spec.log_format)
-    if spec.fresh and spec.save_dir.exists():
-        if spec.dry_run:
-            print(f"--fresh: {spec.save_dir} would be moved aside")
-        else:
-            # Never move a folder from under a running pai-launch: hold its lock (if free) across the rename.
-            guard = NodeLock(spec.save_dir)
-            try:
-                guard.hold_without_writing()
-            except StateError as exc:
-                _error(str(exc))
-                return exitcodes.USAGE
-            try:
-                moved = _move_aside(spec.save_dir)
-            finally:
-                guard.release()
-            log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
-    marker_time = savedir.marker_mtime(spec.save_dir)
-    if marker_time is not None:
-        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
-        log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
-                 hint="nothing to do; use --fresh (or another --save-name) to train again")
-        return exitcodes.COMPLETE
+    log = logs.make_logger(spec.log_format)
     try:
-        runner = Runner(spec, _inbox if _inbox is not None else queue.SimpleQueue(), log, env)
+        if spec.fresh and spec.save_dir.exists():
+            if spec.dry_run:
+                print(f"--fresh: {spec.save_dir} would be moved aside")
+            else:
+                moved = move_aside(spec.save_dir)
+                log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
+        marker_time = savedir.marker_mtime(spec.save_dir)
+        if marker_time is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
+            log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
+                     hint="nothing to do; use --fresh (or another --save-name) to train again")
+            return exitcodes.COMPLETE
+        session = SaveSession(spec, env)
         if spec.dry_run:
-            load = spec.save_name if savedir.has_switches(spec.save_dir) else None
-            for line in plan.describe(spec, runner.run_id, visible, env, needs_init=runner.needs_init(), resume_folder=load):
+            load = session.save_name if savedir.has_switches(session.save_dir) else None
+            for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
-        return runner.run()
+        return Runner(spec, session, inbox, env, visible).run()
     except StateError as exc:
         _error(str(exc))
         return exitcodes.USAGE
-
-
-def _move_aside(folder: Path) -> Path:
-    """Rename `folder` to `folder.<timestamp>` (never delete): --fresh keeps every earlier run."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = folder.with_name(f"{folder.name}.{stamp}")
-    counter = 1
-    while target.exists():
-        counter += 1
-        target = folder.with_name(f"{folder.name}.{stamp}.{counter}")
-    folder.rename(target)
-    return target
 
 
 def _error(message: str) -> None:
@@ -187,21 +175,27 @@ def _error(message: str) -> None:
 
 
 def run_command_line(argv: list[str], inbox: queue.SimpleQueue) -> int:
-    """Run the typer app without click's own exit handling, so usage errors are one line and exit 2."""
-    global _inbox
-    _inbox = inbox
+    """Run the typer app without click's own exit handling, so usage errors are one line and exit 2.
+
+    `inbox` (where the signal handlers put what they catch) reaches the command as typer's context object.
+    """
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="pai-launch", standalone_mode=False)
+        result = command.main(args=argv, prog_name="pai-launch", standalone_mode=False, obj=inbox)
     except UsageError as exc:
         _error(f"{exc.format_message()} (see pai-launch --help)")
         return exitcodes.USAGE
     except typer.Abort:
         return exitcodes.for_signal(2)
+    except Exception as exc:  # the outer boundary: a bug outside a run's own loop
+        return _internal_error(exc)
     return result if isinstance(result, int) else 0
 
 
-def main() -> None:
-    from pai_launch.entry import main as entry_main
-
-    entry_main()
+def _internal_error(exc: Exception) -> int:
+    """The traceback for the report, one line saying what it means, and nothing of ours left running."""
+    sys.stderr.write(traceback.format_exc())
+    left = procs.Descendants().kill_all()
+    _error(f"internal error ({type(exc).__name__}: {exc}): a bug in pai-launch, exit code {exitcodes.INTERNAL_ERROR}"
+           + (f"; {left} process(es) it had started were killed" if left else "") + "; please report it with the traceback above")
+    return exitcodes.INTERNAL_ERROR

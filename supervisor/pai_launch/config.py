@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pai_launch import savedir
+from pai_launch.machine_state import Policy
 
+#: On a machine with no spare core, start the next generation's agent only once workers are past start-up.
+STANDBY_DELAY = 4.0
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 LOG_FORMATS = ("auto", "console", "json")
 NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
@@ -25,9 +27,15 @@ class PreflightError(Exception):
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """Everything one pai-launch run needs to know, resolved from the command line."""
+    """Everything one pai-launch run needs to know, resolved from the command line.
+
+    `workdir` (where the script runs and the save folder lives) and `python` (the interpreter for the
+    script and the agent) are always given: nothing here is taken from the calling process.
+    """
 
     script: Path
+    workdir: Path
+    python: str
     script_args: tuple[str, ...] = ()
     nproc: int = 1
     save_name: str = "PAI"
@@ -42,15 +50,26 @@ class LaunchSpec:
     dry_run: bool = False
     fresh: bool = False
     max_failures: int = 3
+    #: --max-failures was given: the user asked for retries (DataParallel runs are retried only then).
+    max_failures_given: bool = False
     backoff: float = 1.0
     backoff_max: float = 60.0
     stall_timeout: float | None = None
-    workdir: Path = field(default_factory=Path.cwd)
-    python: str = sys.executable
 
     @property
     def save_dir(self) -> Path:
         return self.workdir / self.save_name
+
+
+def policy_for(spec: LaunchSpec, cpu_count: int) -> Policy:
+    """What the state machine is asked to do, from the command line (and the machine's core count)."""
+    spare_core = cpu_count > spec.nproc + 1
+    return Policy(
+        grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.max_failures_given,
+        max_failures=spec.max_failures, backoff_initial=spec.backoff, backoff_max=spec.backoff_max,
+        stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
+        standby_delay=0.0 if spare_core else STANDBY_DELAY,
+    )
 
 
 def physical_gpu_count(proc_dir: Path = NVIDIA_PROC_DIR) -> int:

@@ -15,15 +15,19 @@ NO_PROGRESS = 5
 SAVE_FOLDER = 6
 #: The same failure before training repeated with the launcher itself at fault (its agent died).
 LAUNCHER_ERROR = 1
+#: A bug in pai-launch itself (sysexits' EX_SOFTWARE): logged with its traceback, every process stopped.
+INTERNAL_ERROR = 70
 
 TABLE = (
     (COMPLETE, "training complete (or already complete)"),
     (LAUNCHER_ERROR, "pai-launch's own agent died the same way twice before training"),
-    (USAGE, "usage or preflight error; nothing was started"),
+    (USAGE, "usage or preflight error, or a save folder this command cannot use; nothing was started (only the init "
+            "run, when it showed that the script saves elsewhere than --save-name)"),
     (INIT_FAILED, "the init run (--perforate_model_parallel) failed"),
     (BUDGET_EXHAUSTED, "gave up: --max-failures consecutive failed generations without progress"),
     (NO_PROGRESS, "a generation exited 0 without a new switch file or the completion marker"),
     (SAVE_FOLDER, "the save folder was removed, became unwritable, or its disk is full"),
+    (INTERNAL_ERROR, "internal error in pai-launch: every process of the run was stopped; the traceback is in the log"),
     ("128+N", "stopped by signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)"),
     ("other", "the failing worker's own exit code (128+N if it was killed by signal N)"),
 )

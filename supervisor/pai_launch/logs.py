@@ -1,39 +1,64 @@
-"""structlog set-up: readable lines on a terminal, JSON lines for systemd, Slurm and Docker.
+"""pai-launch's own log lines: readable on a terminal, JSON lines for systemd, Slurm and Docker, and a copy
+of every line of a run in SAVE/.pai-launch/events.jsonl.
 
-pai-launch's own lines go to stderr. The training processes' stdout and stderr go to pai-launch's stdout and
-stderr, each worker line prefixed with `[rankN]: `.
+pai-launch's own lines go to stderr. The training processes' stdout and stderr go to pai-launch's
+stdout and stderr, each worker line prefixed with `[rankN]: `. Every logger is built here with its
+own processor chain (no process-wide structlog configuration), so a run's events file belongs to
+the run that opened it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
-_events_path: Path | None = None
 
+class EventsFile:
+    """The run's event history, kept in its save folder whatever the console shows: one JSON line per event.
 
-def record_events_to(path: Path | None) -> None:
-    """From now on also append every log event to `path` as one JSON line (None: stop)."""
-    global _events_path
-    _events_path = path
+    A structlog processor. One open handle, written under a lock, so any thread may log; a failed
+    write is ignored (the save folder's health is checked elsewhere, and logging must not fail the run).
+    """
 
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._handle: TextIO | None = open(path, "a", encoding="utf-8")
 
-def _append_event(logger, method_name: str, event_dict: dict) -> dict:
-    """A structlog processor: the run's event history, kept in the save folder whatever the console shows."""
-    if _events_path is not None:
+    def __call__(self, logger: Any, method_name: str, event_dict: dict) -> dict:
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z", "level": method_name, **event_dict}
-        try:
-            with open(_events_path, "a") as handle:
-                handle.write(json.dumps(record, default=str) + "\n")
-        except OSError:
-            pass  # the save folder's health is checked elsewhere; logging must not fail the run
-    return event_dict
+        line = json.dumps(record, default=str) + "\n"
+        with self._lock:
+            if self._handle is not None:
+                try:
+                    self._handle.write(line)
+                    self._handle.flush()
+                except (OSError, ValueError):
+                    pass
+        return event_dict
+
+    def move_to(self, path: Path) -> None:
+        """Carry the history over to `path` (the save folder was adopted) and go on writing there."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+            os.replace(self.path, path)
+            self.path = path
+            self._handle = open(path, "a", encoding="utf-8")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
 
 def wants_json(log_format: str, stream: TextIO) -> bool:
@@ -44,24 +69,20 @@ def wants_json(log_format: str, stream: TextIO) -> bool:
     return not stream.isatty()
 
 
-def configure(log_format: str = "auto", stream: TextIO | None = None) -> structlog.typing.FilteringBoundLogger:
+def make_logger(log_format: str = "auto", stream: TextIO | None = None, events: EventsFile | None = None) -> Any:
+    """A logger writing to `stream` (stderr) in `log_format`, and every event to `events` too when given."""
     stream = stream or sys.stderr
     if wants_json(log_format, stream):
-        renderer: structlog.typing.Processor = structlog.processors.JSONRenderer()
+        renderer: Any = structlog.processors.JSONRenderer()
         timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=22)
         timestamper = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            _append_event,
-            structlog.processors.add_log_level,
-            timestamper,
-            renderer,
-        ],
+    processors = [*([events] if events is not None else []), structlog.processors.add_log_level, timestamper, renderer]
+    return structlog.wrap_logger(
+        structlog.PrintLogger(file=stream),
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        context_class=dict,
         cache_logger_on_first_use=False,
     )
-    return structlog.get_logger("pai-launch")

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pai_launch.config import LaunchSpec
+from pai_launch.protocol import GenerationRequest
 
 RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"
 GENERATION_ENV = "PAI_LAUNCH_GENERATION"
 INIT_FLAG = "--perforate_model_parallel"
 LOAD_FLAG = "--pai_load_folder"
-WORKER_LOG_PREFIX = "[rank${rank}]: "
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,22 @@ def generation_env(spec: LaunchSpec, run_id: str, generation: int, base_env: dic
     return env
 
 
-def data_parallel_command(spec: LaunchSpec, run_id: str, load_folder: str | None) -> Command:
-    """DataParallel mode: one plain `python -u SCRIPT ARGS` with every selected GPU visible."""
-    env = {RUN_ID_ENV: run_id, GENERATION_ENV: "1"}
+def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_folder: str | None, base_env: dict[str, str],
+                       log_dir: str) -> GenerationRequest:
+    """What the agent is handed for one generation: its workers' command, environment and log folder."""
+    return GenerationRequest(
+        generation=generation, nproc=spec.nproc, python=spec.python, args=worker_args(spec, load_folder),
+        env=generation_env(spec, run_id, generation, base_env), log_dir=log_dir, grace=spec.grace,
+        elastic_run_id=new_elastic_run_id(run_id, generation),
+    )
+
+
+def data_parallel_command(spec: LaunchSpec, run_id: str, generation: int) -> Command:
+    """DataParallel mode: one plain `python -u SCRIPT ARGS` with every selected GPU visible.
+
+    No --pai_load_folder: the DataParallel workflow restructures inside one process and has no resume.
+    """
+    env = {RUN_ID_ENV: run_id, GENERATION_ENV: str(generation)}
     if spec.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
     return Command((spec.python, *worker_args(spec, None)), env, spec.workdir)
@@ -91,7 +104,7 @@ def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: 
     else:
         lines.append("init run: skipped (the save folder already holds its outputs and switch files)")
     if spec.data_parallel:
-        dp = data_parallel_command(spec, run_id, None)
+        dp = data_parallel_command(spec, run_id, 1)
         block("training (DataParallel: 1 process, restructures happen inside it)", dp.argv, dp.env)
         return lines
     first_load = resume_folder

@@ -73,8 +73,8 @@ def signal_pid(pid: int, signum: int) -> bool:
 class Descendants:
     """Every process started under us, remembered by (pid, create_time) so pid reuse never misleads us."""
 
-    def __init__(self, root_pid: int | None = None) -> None:
-        self._root = psutil.Process(root_pid or os.getpid())
+    def __init__(self) -> None:
+        self._root = psutil.Process()
         self._seen: dict[int, psutil.Process] = {}
 
     def refresh(self) -> list[psutil.Process]:

@@ -7,7 +7,7 @@ supervisor can use it without torch and the agent without typer or watchdog.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,6 @@ class GenerationResult:
     failures: tuple[WorkerFailure, ...] = ()
     error: str | None = None
     log_dir: str = ""
-    worker_pids: tuple[int, ...] = field(default=())
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and self.error is None
 
     def to_line(self) -> bytes:
         return (json.dumps(asdict(self)) + "\n").encode()
@@ -64,5 +59,4 @@ class GenerationResult:
     def from_line(cls, line: bytes) -> GenerationResult:
         data = json.loads(line)
         data["failures"] = tuple(WorkerFailure(**item) for item in data["failures"])
-        data["worker_pids"] = tuple(data.get("worker_pids", ()))
         return cls(**data)

@@ -18,9 +18,10 @@ _STREAMS = {"stdout.log": "stdout", "stderr.log": "stderr"}
 
 
 class LogRelay:
-    def __init__(self, log_dir: str, rank_offset: int = 0) -> None:
+    def __init__(self, log_dir: str, sinks: dict[str, BinaryIO] | None = None) -> None:
+        """`sinks` maps "stdout"/"stderr" to where that stream's lines go (default: this process's own)."""
         self._pattern = os.path.join(log_dir, "**", "attempt_*", "*", "std*.log")
-        self._rank_offset = rank_offset
+        self._sinks = sinks
         self._offsets: dict[str, int] = {}
         self._partial: dict[str, bytes] = {}
         self._lock = threading.Lock()
@@ -45,8 +46,9 @@ class LogRelay:
                 local_rank = os.path.basename(os.path.dirname(path))
                 if not local_rank.isdigit():
                     continue
-                sink = getattr(sys, _STREAMS[name]).buffer
-                self._copy(path, f"[rank{self._rank_offset + int(local_rank)}]: ".encode(), sink, final)
+                stream = _STREAMS[name]
+                sink = self._sinks[stream] if self._sinks is not None else getattr(sys, stream).buffer
+                self._copy(path, f"[rank{int(local_rank)}]: ".encode(), sink, final)
 
     def _copy(self, path: str, prefix: bytes, sink: BinaryIO, final: bool) -> None:
         try:

@@ -9,7 +9,7 @@ import queue
 import signal
 import time
 
-from pai_launch.machine import SignalReceived
+from pai_launch.events import SignalReceived
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -20,8 +20,3 @@ def install(inbox: queue.SimpleQueue) -> None:
 
     for signum in HANDLED:
         signal.signal(signum, enqueue)
-
-
-def restore_defaults() -> None:
-    for signum in HANDLED:
-        signal.signal(signum, signal.SIG_DFL)

@@ -13,8 +13,10 @@ a run). Each is judged on four things:
   everything the trainer saved) must still be there at the end, unless the scenario removed it on
   purpose or pai-launch moved it to SAVE/.pai-launch/quarantine/.
 
-The registry SCENARIOS feeds both scripts/chaos.py (a table over all of them) and
-tests/chaos/test_chaos.py (one pytest test each).
+The registry SCENARIOS feeds both scripts/chaos.py (a table over all of them; run it from the repository
+root as `python -m scripts.chaos`) and tests/chaos/test_chaos.py (one pytest test each). This module is
+`tests.chaos.chaos_scenarios`: it imports its helpers from `tests.helpers`, with the repository root on
+sys.path (pytest puts it there, and so does `python -m` run from the root).
 
 Folder layout of one scenario (under its root):
     work/   pai-launch's working directory (save folder PAI/, the planted user files)
@@ -24,14 +26,12 @@ Folder layout of one scenario (under its root):
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,14 +41,11 @@ from pathlib import Path
 
 import psutil
 
+from tests.helpers import (FAKE_TRAINER, REPO, Launch, describe, is_live, kill_processes, launch_env, processes_mentioning,
+                           read_ready_dir, read_signal_log, reap_zombie_children, start_pai_launch, tree_state, wait_until,
+                           wait_until_empty)
+
 CHAOS = Path(__file__).resolve().parent
-TESTS = CHAOS.parent
-REPO = TESTS.parent
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
-
-from helpers import FAKE_TRAINER, Launch, describe, is_live, kill_processes, launch_env, processes_mentioning, tree_state, wait_until  # noqa: E402
-
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 FAULTY_EXAMPLE = CHAOS / "faulty_example.py"
 ORPHANING_TRAINER = CHAOS / "orphaning_trainer.py"
@@ -127,41 +124,12 @@ class ProcessTracker:
 
     def wait_gone(self, within: float, since: float | None = None) -> list[psutil.Process]:
         """The processes still alive `within` seconds after `since` (default: now)."""
-        deadline = (time.monotonic() if since is None else since) + within
         self.poll()
-        left = self.survivors()
-        while left and time.monotonic() < deadline:
-            time.sleep(0.02)
-            left = self.survivors()
-        return left
+        return wait_until_empty(self.survivors, within, since=since)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
-
-
-def reap_zombie_children(keep: set[int]) -> None:
-    """waitpid() zombies re-parented to us (we may be a subreaper), never the children listed in `keep`."""
-    try:
-        children = psutil.Process().children()
-    except psutil.Error:
-        return
-    for proc in children:
-        if proc.pid in keep:
-            continue
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(proc.pid, os.WNOHANG)
-        except (psutil.Error, ChildProcessError):
-            pass
-
-
-def become_subreaper() -> None:
-    """Orphans of a killed pai-launch re-parent to us: we can still see (and reap) them."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 # --- files ----------------------------------------------------------------------------------------------
@@ -325,16 +293,11 @@ class Run:
               env: dict[str, str] | None = None) -> Launch:
         """`pai-launch --log-format json PAI_ARGS SCRIPT SCRIPT_ARGS` in work/ (as PID 1 of a new PID namespace with pid1)."""
         self.ledger.snapshot()
-        index = len(self.launches)
-        stdout_path, stderr_path = self.io / f"launch{index}.stdout", self.io / f"launch{index}.stderr"
-        argv = [*(UNSHARE if pid1 else ()), sys.executable, "-m", "pai_launch", "--log-format", "json", *pai_args,
-                str(script), *script_args]
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            popen = subprocess.Popen(argv, cwd=self.work, env={**self.env, **(env or {})}, stdin=subprocess.DEVNULL,
-                                     stdout=out, stderr=err)
-        launch = (PidOneLaunch if pid1 else Launch)(popen, stdout_path, stderr_path)
+        launch = start_pai_launch(["--log-format", "json", *pai_args, str(script), *script_args], cwd=self.work,
+                                  io_dir=self.io, env={**self.env, **(env or {})}, name=f"launch{len(self.launches)}",
+                                  prefix=UNSHARE if pid1 else (), launch_class=PidOneLaunch if pid1 else Launch)
         self.launches.append(launch)
-        self.tracker.watch(popen.pid)
+        self.tracker.watch(launch.pid)
         return launch
 
     def finish(self, launch: Launch, timeout: float | None = None) -> int:
@@ -368,15 +331,7 @@ class Run:
 
     def ready(self, generation: int) -> dict[int, int]:
         """rank -> pid of the fake trainer processes of `generation` that have started."""
-        found = {}
-        for path in self.ready_dir.iterdir():
-            stem, _, pid = path.name.partition(".")
-            if path.name.endswith(".tmp") or "-" not in stem:
-                continue
-            gen, rank = (int(part) for part in stem.split("-"))
-            if gen == generation:
-                found[rank] = int(pid)
-        return found
+        return {rank: pid for rank, (pid, _) in read_ready_dir(self.ready_dir, generation).items()}
 
     def progress(self, launch: Launch) -> list[dict]:
         """The real example's progress lines (`PAI_EXAMPLE {...}`) in pai-launch's stdout."""
@@ -399,21 +354,8 @@ class Run:
             self.wait(launch, lambda: len(self.ready(generation)) >= int(NPROC), f"generation {generation}'s workers")
 
     def signals(self) -> dict[int, list[str]]:
-        seen: dict[int, list[str]] = {}
-        if self.signal_log.exists():
-            for line in self.signal_log.read_text().splitlines():
-                rank, name = line.split()
-                seen.setdefault(int(rank), []).append(name)
-        return seen
-
-    def tracker_wait(self, survivors: Callable[[], list], within: float) -> list:
-        """Poll `survivors()` until it is empty or `within` seconds pass; return the last list."""
-        deadline = time.monotonic() + within
-        left = survivors()
-        while left and time.monotonic() < deadline:
-            time.sleep(0.02)
-            left = survivors()
-        return left
+        """rank -> signal names the fake trainer's processes received, in order."""
+        return read_signal_log(self.signal_log)
 
     # --- the end ------------------------------------------------------------------------------------
     def close(self) -> tuple[list[str], list[str]]:
@@ -429,7 +371,8 @@ class Run:
             procs = self.tracker.survivors()
             kill_processes(procs)
             psutil.wait_procs(procs, timeout=2)
-        reap_zombie_children({launch.pid for launch in self.launches if launch.popen.returncode is None})
+        unreaped = {launch.pid for launch in self.launches if launch.popen.returncode is None}
+        reap_zombie_children(keep=lambda proc: proc.pid in unreaped)
         lost = self.ledger.lost(self.removed)
         for cleanup in reversed(self.cleanups):
             cleanup()
@@ -650,7 +593,7 @@ def pid1_sigterm(run: Run) -> str:
     sent = launch.send(signal.SIGTERM)
     rc = run.finish(launch, timeout=30)
     took = time.monotonic() - sent
-    in_namespace = run.tracker_wait(lambda: processes_in_namespace(namespace) if namespace else [], GONE_WITHIN_S)
+    in_namespace = wait_until_empty(lambda: processes_in_namespace(namespace) if namespace else [], GONE_WITHIN_S)
     run.check(not in_namespace, f"still in the namespace: {[describe(p) for p in in_namespace]}")
     first = (events(launch, "run_started") or [{}])[0]
     run.check(first.get("pid") == 1, f"pai-launch was not PID 1 (run_started pid {first.get('pid')})")

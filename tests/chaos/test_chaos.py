@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from chaos_scenarios import FAKE, REAL, SCENARIOS, UNSHARE, execute, slug
+from tests.chaos.chaos_scenarios import FAKE, REAL, SCENARIOS, UNSHARE, execute, slug
 
 
 def _params():

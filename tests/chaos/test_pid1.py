@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos_scenarios import (FAKE, GONE_WITHIN_S, NPROC, ORPHANING_TRAINER, EXAMPLE, PidOneLaunch, Run, describe, events,
-                             finished, pid_namespace, processes_in_namespace, sigterm_caught)
-from helpers import wait_until
+from tests.chaos.chaos_scenarios import (FAKE, GONE_WITHIN_S, NPROC, ORPHANING_TRAINER, EXAMPLE, PidOneLaunch, Run, events,
+                                         finished, pid_namespace, processes_in_namespace, sigterm_caught)
+from tests.helpers import describe, wait_until, wait_until_empty
 
 pytestmark = [
     pytest.mark.proc,
@@ -111,7 +111,7 @@ def test_zombies_adopted_by_pid1_are_reaped_while_training_runs(run):
     def unreaped() -> list[tuple[int, str | None]]:
         return [(pid, state_in(proc_dir, pid)) for pid in namespace_pids if state_in(proc_dir, pid) is not None]
 
-    left = run.tracker_wait(unreaped, GONE_WITHIN_S)
+    left = wait_until_empty(unreaped, GONE_WITHIN_S)
     assert not left, f"zombies still waiting for PID 1 to reap them: {left}"
     assert launch.popen.poll() is None, "reaped only because pai-launch exited"
     zombies = [pid for pid in (int(n) for n in os.listdir(proc_dir) if n.isdigit()) if state_in(proc_dir, pid) == "Z"]
@@ -142,7 +142,7 @@ def test_sigterm_to_pid1_mid_generation_exits_143_within_grace_and_leaves_nothin
         assert took >= grace and events(launch, "run_killed")
     assert finished(launch)["reason"] == "stopped by SIGTERM"
     assert run.signals() == {0: ["SIGTERM"], 1: ["SIGTERM"]}
-    left = run.tracker_wait(lambda: processes_in_namespace(namespace), GONE_WITHIN_S)
+    left = wait_until_empty(lambda: processes_in_namespace(namespace), GONE_WITHIN_S)
     assert not left, [describe(p) for p in left]
 
 
@@ -163,7 +163,8 @@ def test_sigterm_right_after_the_handlers_are_installed_stops_the_run(run):
     # Installed first thing, before typer, watchdog and the rest are imported (a second is far more than that).
     assert handler_after < 1.0, f"the SIGTERM handler came {handler_after:.2f} s after the start"
     assert not events(launch, "generation_started"), "training started although SIGTERM came first"
-    assert finished(launch)["reason"] == "stopped by SIGTERM"
+    # Before the loop began ("... before anything was started") or during the init run: either way, a stop.
+    assert finished(launch)["reason"].startswith("stopped by SIGTERM")
 
 
 @pytest.mark.timeout(60)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from helpers import FAKE_TRAINER, Launch, launch_env, start_pai_launch, wait_until
+from tests.helpers import FAKE_TRAINER, Launch, launch_env, read_ready_dir, read_signal_log, start_pai_launch, wait_until
 
 #: Generous for one generation on a loaded 2-core machine (usually 1-2 s).
 GENERATION_TIMEOUT = 45
@@ -54,12 +54,13 @@ class Scene:
 
     def start(self, *pai_args: str, script_args: tuple[str, ...] | list[str] = (), script: Path | str = FAKE_TRAINER,
               instrument: bool = True, json_logs: bool = True, env: dict[str, str] | None = None,
-              new_session: bool = False) -> Launch:
-        """Start `pai-launch [--log-format json] PAI_ARGS SCRIPT [instrumentation] SCRIPT_ARGS` in work/."""
+              new_session: bool = False, prefix: tuple[str, ...] | list[str] = (), name: str | None = None) -> Launch:
+        """Start `[PREFIX...] pai-launch [--log-format json] PAI_ARGS SCRIPT [instrumentation] SCRIPT_ARGS` in work/,
+        its output in io/NAME.stdout and .stderr (default NAME: launchN)."""
         args = [*(["--log-format", "json"] if json_logs else []), *pai_args, str(script),
                 *(self.instrumentation if instrument else []), *script_args]
         launch = start_pai_launch(args, cwd=self.work, io_dir=self.io, env=launch_env(self.root, env),
-                                  name=f"launch{len(self.launches)}", new_session=new_session)
+                                  name=name or f"launch{len(self.launches)}", new_session=new_session, prefix=prefix)
         self.launches.append(launch)
         return launch
 
@@ -70,16 +71,7 @@ class Scene:
     # --- what the trainer reported -----------------------------------------------------------------
     def ready(self, generation: int) -> dict[int, tuple[int, int | None]]:
         """rank -> (pid, grandchild pid or None) for the trainer processes of `generation` that are running."""
-        found = {}
-        for path in self.ready_dir.iterdir():
-            if path.name.endswith(".tmp"):
-                continue
-            stem, pid = path.name.split(".")
-            gen, rank = (int(part) for part in stem.split("-"))
-            if gen == generation:
-                text = path.read_text().strip()
-                found[rank] = (int(pid), int(text) if text else None)
-        return found
+        return read_ready_dir(self.ready_dir, generation)
 
     def wait_ready(self, generation: int, count: int, timeout: float = GENERATION_TIMEOUT) -> dict[int, tuple[int, int | None]]:
         return wait_until(lambda: (lambda r: r if len(r) >= count else None)(self.ready(generation)), timeout,
@@ -92,12 +84,7 @@ class Scene:
 
     def signals(self) -> dict[int, list[str]]:
         """rank -> signal names it received, in order."""
-        seen: dict[int, list[str]] = {}
-        if self.signal_log.exists():
-            for line in self.signal_log.read_text().splitlines():
-                rank, name = line.split()
-                seen.setdefault(int(rank), []).append(name)
-        return seen
+        return read_signal_log(self.signal_log)
 
     def work_listing(self) -> list[str]:
         return sorted(str(path.relative_to(self.work)) for path in self.work.rglob("*"))

@@ -1,23 +1,16 @@
-"""Helpers for the tier-2 tests that look at what pai-launch keeps in the save folder: switch files in the
-safetensors format, SAVE/.pai-launch/state.json and events.jsonl, and event timestamps."""
+"""Helpers for the tier-2 tests that look at what pai-launch keeps in the save folder: resumable folders with
+switch files, SAVE/.pai-launch/state.json, events.jsonl and the quarantine, and waiting for logged events."""
 
 from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from helpers import Launch, wait_until
+from tests.helpers import Launch, safetensors_bytes, wait_until
 
 STATE_DIR = ".pai-launch"
-
-
-def safetensors_bytes(payload: bytes) -> bytes:
-    """A whole safetensors file holding one uint8 tensor (what the fake trainer writes as switch_N.pt)."""
-    header = json.dumps({"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]}}).encode()
-    return len(header).to_bytes(8, "little") + header + payload
 
 
 def make_resumable(save: Path, switches: dict[int, bytes] | None = None) -> Path:
@@ -46,11 +39,6 @@ def quarantined(save: Path) -> dict[str, bytes]:
     """Quarantined file name -> its bytes."""
     folder = save / STATE_DIR / "quarantine"
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir())} if folder.is_dir() else {}
-
-
-def stamp(event: dict[str, Any]) -> float:
-    """An event's wall-clock time in seconds."""
-    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def wait_event(launch: Launch, name: str, timeout: float, *, count: int = 1, where=None) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import zipfile
 
 import pytest
 
-from launch_files import generations, make_resumable, quarantined, safetensors_bytes
+from tests.helpers import safetensors_bytes
+from tests.proc.launch_files import generations, make_resumable, quarantined
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import FAKE_TRAINER
+from tests.helpers import FAKE_TRAINER
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
 

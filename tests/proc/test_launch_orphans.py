@@ -14,19 +14,12 @@ import time
 import psutil
 import pytest
 
-from helpers import assert_all_gone, is_live, wait_until
-from launch_files import wait_event
+from tests.helpers import assert_all_gone, is_live, pid_is_live, wait_until
+from tests.proc.launch_files import wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
 
 GONE_WITHIN_S = 2.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return is_live(psutil.Process(pid))
-    except psutil.Error:
-        return False
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -88,7 +81,7 @@ def test_grandchildren_are_swept_when_a_worker_fails(scene):
     # The second generation's sleepers: rank 0's at least (torch may stop rank 1 before its ready file; a sleeper
     # without one is still caught by the no_orphans check, which finds it by its command line).
     later = [gc for _, gc in scene.ready(2).values()]
-    assert later and not [pid for pid in later if _alive(pid)]
+    assert later and not [pid for pid in later if pid_is_live(pid)]
 
 
 def test_kill_9_of_the_agent_is_retried_then_fails_the_run_with_1_and_leaves_no_process_behind(scene, tmp_path):

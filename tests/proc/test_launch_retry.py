@@ -8,7 +8,8 @@ import signal
 
 import pytest
 
-from launch_files import generations, read_state, stamp, wait_event
+from tests.helpers import stamp
+from tests.proc.launch_files import generations, read_state, wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
@@ -143,3 +144,23 @@ def test_a_stop_signal_during_the_backoff_ends_the_run_at_once(scene):
     assert "SIGTERM" in launch.event("run_finished")["reason"]
     state = read_state(scene.work / "PAI")
     assert (state["generation"], state["failures"], state["last_exit"]["code"]) == (1, 1, 143)
+
+
+def test_a_data_parallel_failure_stops_with_its_code_instead_of_training_again_from_scratch(scene):
+    launch, rc = scene.run("--data-parallel", script_args=["--fail-rank", "0", "--fail-code", "9", "--generations", "1"])
+
+    assert rc == 9, launch.log_summary()
+    assert "retry_scheduled" not in launch.event_names()
+    reason = launch.event("run_finished")["reason"]
+    assert "rank 0 failed with exit code 9" in reason and "no resume" in reason and "--max-failures" in reason
+    assert _worker_generations(scene) == [1]  # one training process: nothing started over
+
+
+def test_a_data_parallel_failure_is_retried_from_the_start_when_retries_were_asked_for(scene):
+    launch, rc = scene.run("--data-parallel", "--max-failures", "2", "--backoff", "0.1",
+                           script_args=["--fail-rank", "0", "--fail-generation", "1", "--generations", "1"])
+
+    assert rc == 0, launch.log_summary()
+    assert "from the start" in launch.event("retry_scheduled")["reason"]
+    assert _worker_generations(scene) == [1, 2]
+    assert [r["load_folder"] for r in scene.records() if not r["init"]] == [None, None]

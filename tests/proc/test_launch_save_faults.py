@@ -11,15 +11,14 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import psutil
 import pytest
 
-from helpers import FAKE_TRAINER, Launch, is_live, launch_env, tree_state
-from launch_files import make_resumable, read_state, safetensors_bytes, state_dir, wait_event
+from tests.helpers import Launch, launch_env, pid_is_live, safetensors_bytes, tree_state
+from tests.proc.launch_files import make_resumable, read_state, state_dir, wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
@@ -99,18 +98,11 @@ def test_save_folder_removed_mid_run_stops_the_workers_and_exits_6_deleting_noth
 
     assert rc == 6, launch.log_summary()
     _assert_stopped_by_pai_launch(scene, launch, ("removed",))
-    assert not [pid for pid in workers if _alive(pid)]
+    assert not [pid for pid in workers if pid_is_live(pid)]
     # Nothing else touched, and the removed folder was not re-created for pai-launch's own state.
     assert sorted(os.listdir(scene.work)) == ["data", "notes.txt"]
     assert (tree_state(scene.work / "data"), (scene.work / "notes.txt").read_text()) == others
     assert len(scene.records()) == 3
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return is_live(psutil.Process(pid))
-    except psutil.Error:
-        return False
 
 
 def test_save_folder_removed_while_a_retry_waits_exits_6_without_launching_again(scene):
@@ -183,15 +175,7 @@ def nobody_scene(make_scene):
 
 
 def _start_as_nobody(scene, *pai_args: str, script_args: list[str]) -> Launch:
-    args = ["--log-format", "json", *pai_args, str(FAKE_TRAINER), *scene.instrumentation, *script_args]
-    env = launch_env(scene.root, {"HOME": str(scene.root)})
-    stdout_path, stderr_path = scene.io / "nobody.stdout", scene.io / "nobody.stderr"
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        popen = subprocess.Popen([*AS_NOBODY, sys.executable, "-m", "pai_launch", *args], cwd=scene.work, env=env,
-                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-    launch = Launch(popen, stdout_path, stderr_path)
-    scene.launches.append(launch)
-    return launch
+    return scene.start(*pai_args, script_args=script_args, env={"HOME": str(scene.root)}, prefix=AS_NOBODY, name="nobody")
 
 
 def test_save_folder_made_unwritable_mid_run_stops_the_workers_and_exits_6(nobody_scene):
@@ -214,3 +198,31 @@ def test_save_folder_made_unwritable_mid_run_stops_the_workers_and_exits_6(nobod
     assert users_files(tree_state(save)) == users_files(before)
     assert read_state(save)["last_exit"]["code"] == 6
     assert (state_dir(save) / "lock.node0").read_text().strip() == str(launch.pid)
+
+
+def test_a_save_folder_replaced_before_the_first_generation_starts_nothing_and_exits_6(scene):
+    # The init run leaves a different folder under the save folder's name: the one pai-launch locked is gone.
+    launch, rc = scene.run("--nproc", "2", script_args=["--init-replaces-save"], timeout=30)
+
+    assert rc == 6, launch.log_summary()
+    assert "was removed" in launch.event("save_folder_failed")["reason"]
+    names = launch.event_names()
+    assert not {"generation_started", "generation_ended", "generation_failed"} & set(names), names
+    assert [r["init"] for r in scene.records()] == [True]
+    assert sorted(os.listdir(scene.work / "PAI")) == ["array_dims.csv"]  # nothing of ours written into the new folder
+
+
+def test_a_removed_and_recreated_save_folder_cannot_be_taken_while_the_first_run_is_stopping(scene):
+    first = scene.start("--nproc", "2", "--grace", "5", script_args=["--hang", "--ignore-sigterm"])
+    scene.wait_ready(1, 2)
+    shutil.rmtree(scene.work / "PAI")
+    (scene.work / "PAI").mkdir()
+    wait_event(first, "signal_forwarded", 20)  # it noticed, and waits out the grace for workers that ignore SIGTERM
+
+    second, rc = scene.run("--nproc", "2", timeout=30)
+
+    assert rc == 2, second.log_summary()
+    assert f"another pai-launch (PID {first.pid}) is running on" in second.stderr
+    assert first.popen.poll() is None, "the second pai-launch was refused while the first was still stopping"
+    assert os.listdir(scene.work / "PAI") == []  # the refused one wrote nothing
+    assert first.wait(30) == 6

@@ -4,11 +4,12 @@ script really saves to."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
-from helpers import tree_state
-from launch_files import safetensors_bytes
+from tests.helpers import safetensors_bytes, tree_state
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
 
@@ -98,3 +99,21 @@ def test_save_folder_conflicting_with_save_name_exits_2_naming_both(scene):
     assert "OTHER" in reason and "PAI" in reason
     assert "generation_started" not in launch.event_names()
     assert [r["init"] for r in scene.records()] == [True]
+
+
+def test_adopting_a_folder_another_pai_launch_holds_exits_2_naming_it(scene):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.locks import SaveFolderLock\n"
+         "SaveFolderLock(Path(sys.argv[1])).acquire(); print('held', flush=True); sys.stdin.read()", str(scene.work / "OTHER")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        launch, rc = scene.run("--nproc", "2", script_args=["--save", "OTHER"])
+    finally:
+        holder.communicate("", timeout=10)
+
+    assert rc == 2, launch.log_summary()
+    reason = launch.event("run_finished")["reason"]
+    assert f"the script saves to OTHER, but another pai-launch (PID {holder.pid})" in reason
+    assert "generation_started" not in launch.event_names()
+    assert (scene.work / "PAI" / ".pai-launch" / "state.json").is_file()  # our own folder is kept, nothing moved

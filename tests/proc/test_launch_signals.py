@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import os
 import signal
-from datetime import datetime
 
 import psutil
 import pytest
 
-from helpers import is_live, wait_until
+from tests.helpers import is_live, stamp, wait_until
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
 
 
 def _forwarded_pids(launch, name: str) -> list[int]:
     return [pid for event in launch.events("signal_forwarded") if event["signal"] == name for pid in event["pids"]]
-
-
-def _stamp(event) -> float:
-    return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
@@ -169,10 +164,10 @@ def test_marker_seen_while_rank0_lingers_stops_the_workers_after_grace_and_exits
     seen = launch.event("completion_marker_seen")
     finished = launch.event("run_finished")
     assert finished["exit_code"] == 0 and "grace" in finished["reason"]
-    assert _stamp(finished) - _stamp(seen) >= grace - 0.05
+    assert stamp(finished) - stamp(seen) >= grace - 0.05
     assert "SIGTERM" in scene.signals().get(0, []), "the lingering rank 0 was stopped"
     if rank0 == "ignores_sigterm":  # then SIGKILLed a second grace period later, and still a complete run
         assert launch.event("run_killed")["processes"] >= 1
-        assert _stamp(finished) - _stamp(seen) >= 2 * grace - 0.05
+        assert stamp(finished) - stamp(seen) >= 2 * grace - 0.05
         assert scene.signals()[0] == ["SIGTERM"]
     assert [e["generation"] for e in launch.events("generation_started")] == [1]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from launch_files import generations, stamp
+from tests.helpers import stamp
+from tests.proc.launch_files import generations
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 

@@ -15,8 +15,8 @@ import threading
 import psutil
 import pytest
 
-from helpers import FAKE_TRAINER, assert_all_gone, tree_state
-from launch_files import generations, make_resumable, read_events_file, read_state, state_dir
+from tests.helpers import FAKE_TRAINER, assert_all_gone, tree_state
+from tests.proc.launch_files import generations, make_resumable, read_events_file, read_state, state_dir
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 

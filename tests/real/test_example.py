@@ -4,14 +4,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.helpers import REPO, is_live, json_events
+
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
-REPO = Path(__file__).resolve().parent.parent.parent
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 
 
@@ -36,8 +36,8 @@ def run_pai_launch(tmp_path, *args, timeout):
     finally:
         if proc.poll() is None:
             proc.kill()
-    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-    left = [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    events = json_events(err)
+    left = [p for p in seen if is_live(p)]
     return proc.returncode, out, err, events, seen, left
 
 

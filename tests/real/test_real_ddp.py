@@ -11,10 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers import REPO, is_live, json_events, wait_until
+
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
 HERE = Path(__file__).parent
-REPO = HERE.parent.parent
 
 
 def pai_launch(*args, cwd, **popen):
@@ -23,24 +24,12 @@ def pai_launch(*args, cwd, **popen):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
-def log_events(stderr: str) -> list[dict]:
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
 @pytest.mark.timeout(180)
 def test_two_generations_of_real_gloo_ddp_workers(tmp_path):
     proc = pai_launch("--nproc", "2", str(HERE / "ddp_allreduce.py"), cwd=tmp_path)
     out, err = proc.communicate(timeout=170)
     assert proc.returncode == 0, err[-3000:]
-    events = log_events(err)
+    events = json_events(err)
     started = [e for e in events if e["event"] == "generation_started"]
     assert [e["generation"] for e in started] == [1, 2]
     assert started[0]["load_folder"] is None and started[1]["load_folder"] == "PAI"
@@ -58,7 +47,8 @@ def test_two_generations_of_real_gloo_ddp_workers(tmp_path):
 def test_sigterm_during_collectives_stops_every_worker_within_grace(tmp_path):
     proc = pai_launch("--nproc", "2", "--grace", "10", str(HERE / "ddp_allreduce.py"), "--spin", cwd=tmp_path)
     try:
-        wait_for(lambda: (tmp_path / "results" / "spinning").exists() or proc.poll() is not None, 100, "workers in all_reduce")
+        wait_until(lambda: (tmp_path / "results" / "spinning").exists() or proc.poll() is not None, 100, interval=0.05,
+                   message="workers in all_reduce")
         assert proc.poll() is None, proc.stderr.read()[-3000:]
         tree = psutil.Process(proc.pid).children(recursive=True)
         assert len(tree) >= 3  # the agent and two workers at least
@@ -71,7 +61,7 @@ def test_sigterm_during_collectives_stops_every_worker_within_grace(tmp_path):
             proc.kill()
     assert proc.returncode == 143, err[-3000:]
     assert elapsed < 10 + 2, f"pai-launch took {elapsed:.1f} s to stop with --grace 10"
-    survivors = [p for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    survivors = [p for p in tree if is_live(p)]
     assert survivors == []
-    finished = [e for e in log_events(err) if e["event"] == "run_finished"]
+    finished = json_events(err, "run_finished")
     assert finished and finished[0]["reason"] == "stopped by SIGTERM"

@@ -10,13 +10,13 @@ import threading
 import pytest
 
 from pai_launch import checkpoint
-from pai_launch.state import NodeLock, RunState, StateError, StateStore, fingerprint, fingerprint_differences
+from pai_launch.locks import SaveFolderLock
+from pai_launch.record import RecordStore, RunRecord, StateError, fingerprint, fingerprint_differences
+from tests.helpers import safetensors_bytes
 
 
 def safetensors(payload: bytes = b"\x01\x02\x03\x04", extra_header: dict | None = None) -> bytes:
-    header = {"w": {"dtype": "U8", "shape": [len(payload)], "data_offsets": [0, len(payload)]}, **(extra_header or {})}
-    raw = json.dumps(header).encode()
-    return struct.pack("<Q", len(raw)) + raw + payload
+    return safetensors_bytes(payload, extra_header)
 
 
 def test_a_whole_file_passes(tmp_path):
@@ -92,9 +92,9 @@ def test_no_valid_switch_left_returns_none(tmp_path):
 
 
 def test_state_round_trip_and_atomic_replace(tmp_path):
-    store = StateStore(tmp_path)
+    store = RecordStore(tmp_path)
     assert store.load() is None
-    state = RunState(fingerprint={"nproc": 2}, run_id="RID", save_name="PAI", generation=3, failures=1, init_done=True)
+    state = RunRecord(fingerprint={"nproc": 2}, run_id="RID", save_name="PAI", generation=3, failures=1, init_done=True)
     store.save(state)
     loaded = store.load()
     assert (loaded.run_id, loaded.generation, loaded.failures, loaded.init_done) == ("RID", 3, 1, True)
@@ -102,8 +102,8 @@ def test_state_round_trip_and_atomic_replace(tmp_path):
 
 
 def test_state_is_always_whole_while_rewritten(tmp_path):
-    store = StateStore(tmp_path)
-    store.save(RunState(fingerprint={}, run_id="R", save_name="PAI"))
+    store = RecordStore(tmp_path)
+    store.save(RunRecord(fingerprint={}, run_id="R", save_name="PAI"))
     stop = threading.Event()
     bad = []
 
@@ -117,14 +117,14 @@ def test_state_is_always_whole_while_rewritten(tmp_path):
     thread = threading.Thread(target=reader)
     thread.start()
     for generation in range(200):
-        store.save(RunState(fingerprint={"x": "y" * generation}, run_id="R", save_name="PAI", generation=generation))
+        store.save(RunRecord(fingerprint={"x": "y" * generation}, run_id="R", save_name="PAI", generation=generation))
     stop.set()
     thread.join()
     assert bad == []
 
 
 def test_unreadable_state_is_an_error_naming_the_file(tmp_path):
-    store = StateStore(tmp_path)
+    store = RecordStore(tmp_path)
     store.folder.mkdir()
     store.state_path.write_text("{torn")
     with pytest.raises(StateError, match="state.json is unreadable"):
@@ -141,25 +141,53 @@ def test_fingerprint_differences_name_what_changed(tmp_path):
 
 
 def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
-    first = NodeLock(tmp_path)
+    first = SaveFolderLock(tmp_path)
     first.acquire()
     holder = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.state import NodeLock\n"
-         "try:\n    NodeLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)", str(tmp_path)],
+        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.locks import SaveFolderLock\n"
+         "try:\n    SaveFolderLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)", str(tmp_path)],
         capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), timeout=30,
     )
     assert f"PID {os.getpid()}" in holder.stdout
     first.release()
-    again = NodeLock(tmp_path)
+    again = SaveFolderLock(tmp_path)
     again.acquire()  # released: free to take
     again.release()
 
 
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
-    script = "import sys, os; from pathlib import Path; from pai_launch.state import NodeLock; NodeLock(Path(sys.argv[1])).acquire(); os._exit(0)"
+    script = "import sys, os; from pathlib import Path; from pai_launch.locks import SaveFolderLock; SaveFolderLock(Path(sys.argv[1])).acquire(); os._exit(0)"
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=30,
                    cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    lock = NodeLock(tmp_path)
+    lock = SaveFolderLock(tmp_path)
     lock.acquire()
     assert lock.path.read_text().strip() == str(os.getpid())
     lock.release()
+
+
+def test_a_removed_and_recreated_folder_stays_locked_by_its_first_holder(tmp_path):
+    save = tmp_path / "PAI"
+    first = SaveFolderLock(save)
+    first.acquire()
+    (save / ".pai-launch" / "lock.node0").unlink()
+    (save / ".pai-launch").rmdir()
+    save.rmdir()
+    save.mkdir()  # the lock file went with the old folder; the path lock did not
+    with pytest.raises(StateError, match=f"PID {os.getpid()}"):
+        SaveFolderLock(save).acquire()
+    assert not (save / ".pai-launch").exists()  # a refused lock writes nothing
+    first.release()
+    again = SaveFolderLock(save)
+    again.acquire()
+    again.release()
+
+
+def test_checking_without_writing_creates_nothing_and_still_excludes(tmp_path):
+    save = tmp_path / "PAI"
+    save.mkdir()
+    guard = SaveFolderLock(save)
+    guard.acquire(write=False)
+    assert list(save.iterdir()) == []
+    with pytest.raises(StateError, match="another pai-launch"):
+        SaveFolderLock(save).acquire()
+    guard.release()

@@ -15,16 +15,48 @@ def launched(monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
     seen = {}
 
-    def fake_launch(spec, env, visible):
+    def fake_launch(spec, env, visible, inbox):
         seen["spec"] = spec
+        seen["inbox"] = inbox
         return 0
 
     monkeypatch.setattr(cli, "_launch", fake_launch)
     return seen
 
 
-def run(argv):
-    return cli.run_command_line(argv, queue.SimpleQueue())
+def run(argv, inbox=None):
+    return cli.run_command_line(argv, inbox if inbox is not None else queue.SimpleQueue())
+
+
+def test_the_signal_inbox_reaches_the_command_through_typers_context(launched):
+    inbox = queue.SimpleQueue()
+    assert run(["train.py"], inbox) == 0
+    assert launched["inbox"] is inbox
+
+
+def test_the_spec_takes_the_working_directory_and_interpreter_explicitly(launched, tmp_path):
+    import sys
+
+    assert run(["train.py"]) == 0
+    assert launched["spec"].workdir == tmp_path and launched["spec"].python == sys.executable
+    with pytest.raises(TypeError):
+        cli.LaunchSpec(script=tmp_path / "train.py")  # no defaults taken from the process
+
+
+def test_a_bug_becomes_exit_70_with_one_line_saying_so(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
+
+    def broken_launch(spec, env, visible, inbox):
+        raise KeyError("injected")
+
+    monkeypatch.setattr(cli, "_launch", broken_launch)
+    assert run(["train.py"]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError: 'injected'" in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("pai-launch: error: internal error (KeyError: 'injected'): a bug in pai-launch, exit code 70")
 
 
 def test_everything_after_script_belongs_to_the_script(launched):
@@ -54,12 +86,14 @@ def test_fault_options(launched):
     assert run(argv) == 0
     spec = launched["spec"]
     assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (5, 0.5, 8.0, 600.0, True)
+    assert spec.max_failures_given
 
 
 def test_fault_option_defaults(launched):
     assert run(["train.py"]) == 0
     spec = launched["spec"]
     assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (3, 1.0, 60.0, None, False)
+    assert not spec.max_failures_given
 
 
 def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):

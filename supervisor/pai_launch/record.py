@@ -1,19 +1,13 @@
-"""pai-launch's own state in SAVE/.pai-launch/, so a restarted pai-launch continues where it stopped.
+"""The run's record in SAVE/.pai-launch/state.json, so a restarted pai-launch continues where it stopped.
 
-- state.json: the run's fingerprint (script, its arguments, nproc, pai-launch version), run id,
-  generation count, failure budget used, last switch file, last exit cause. Written atomically
-  (temp file, fsync, rename), so a crash leaves the old or the new version, never half of one.
-- events.jsonl: one JSON line per logged event, appended.
-- lock.node<N>: one supervisor per save folder and node (an flock, released by the kernel when its
-  holder dies, however it dies).
-
-In a multi-node run all nodes share the save folder: node 0 writes state.json and events.jsonl,
-every node takes its own lock and reads state.json.
+state.json holds the run's fingerprint (script, its arguments, nproc, pai-launch version), run id,
+generation count, failure budget used, last switch file and last exit cause. It is written
+atomically (temp file, fsync, rename), so a crash leaves the old or the new version, never half of
+one. (events.jsonl beside it is logs.EventsFile; the lock is locks.SaveFolderLock.)
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
@@ -34,7 +28,7 @@ class StateError(Exception):
 
 
 @dataclass
-class RunState:
+class RunRecord:
     fingerprint: dict
     run_id: str
     save_name: str
@@ -56,7 +50,7 @@ def fingerprint_differences(old: dict, new: dict) -> list[str]:
     return [f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
 
 
-class StateStore:
+class RecordStore:
     def __init__(self, save_dir: Path) -> None:
         self.folder = save_dir / STATE_DIR
 
@@ -68,22 +62,22 @@ class StateStore:
     def events_path(self) -> Path:
         return self.folder / EVENTS_FILE
 
-    def load(self) -> RunState | None:
+    def load(self) -> RunRecord | None:
         try:
             data = json.loads(self.state_path.read_text())
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
             raise StateError(f"{self.state_path} is unreadable ({exc}): move it aside to start over") from exc
-        known = {key: data[key] for key in RunState.__dataclass_fields__ if key in data}
+        known = {key: data[key] for key in RunRecord.__dataclass_fields__ if key in data}
         try:
-            return RunState(**known)
+            return RunRecord(**known)
         except TypeError as exc:
             raise StateError(f"{self.state_path} is not a pai-launch state file: move it aside") from exc
 
-    def save(self, state: RunState) -> None:
+    def save(self, state: RunRecord) -> None:
         """Atomically replace state.json: write a temp file, fsync it, rename it over, fsync the folder."""
-        # Not parents=True: the save folder exists from the start (NodeLock makes it); once the user removed
+        # Not parents=True: the save folder exists from the start (its lock makes it); once the user removed
         # it mid-run, re-creating it just to hold our state would resurrect a folder they deleted.
         self.folder.mkdir(exist_ok=True)
         state.updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -107,44 +101,3 @@ class StateStore:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-
-
-class NodeLock:
-    """An exclusive flock on SAVE/.pai-launch/lock.node<N>, holding the holder's PID for error messages."""
-
-    def __init__(self, save_dir: Path, node_rank: int = 0) -> None:
-        self.path = save_dir / STATE_DIR / f"lock.node{node_rank}"
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = self._lock(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-
-    def _lock(self, fd: int) -> int:
-        """flock `fd` or close it and raise StateError naming the PID written by the holder."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StateError(
-                f"another pai-launch (PID {holder}) is running on {self.path.parent.parent}: wait for it or stop it"
-            ) from None
-        return fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def hold_without_writing(self) -> None:
-        """Take the lock if there is a lock file and nobody holds it, writing nothing (--fresh then moves the folder
-        aside); StateError naming the holder when a live pai-launch runs on the folder. release() lets it go."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        self._fd = self._lock(fd)

@@ -1,0 +1,68 @@
+"""What the state machine asks the runner to do: commands, named in the imperative."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StartInit:
+    """Start the single-process init run (--perforate_model_parallel)."""
+
+
+@dataclass(frozen=True)
+class AdoptSaveFolder:
+    """The init run wrote to `name`, not to the save folder: make `name` the save folder."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class StartGeneration:
+    generation: int
+
+
+@dataclass(frozen=True)
+class PrepareAgent:
+    """Start the next generation's agent ahead of time (it imports torch while the current one runs)."""
+
+
+@dataclass(frozen=True)
+class SignalRun:
+    """Send `signum` to every process of the run (workers or the init run), not to the agent.
+
+    `only_new`: only to processes that have not had it yet (workers that started after the first send).
+    """
+
+    signum: int
+    only_new: bool = False
+
+
+@dataclass(frozen=True)
+class KillRun:
+    """SIGKILL every process pai-launch started."""
+
+
+@dataclass(frozen=True)
+class ScheduleRetry:
+    """Informative: the failed generation is retried after `delay` seconds."""
+
+    delay: float
+    failures: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReportStall:
+    """Informative: no save-folder write for `idle` seconds; workers get STALL_SIGNAL next."""
+
+    idle: float
+
+
+@dataclass(frozen=True)
+class Finish:
+    exit_code: int
+    reason: str
+
+
+Action = StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | SignalRun | KillRun | ScheduleRetry | ReportStall | Finish

@@ -1,0 +1,205 @@
+"""Everything the supervisor's loop receives, as types: what threads and signal handlers observe, and the
+events the state machine decides on.
+
+Observations are put on the loop's inbox by signal handlers, the save-folder watcher and the threads
+that wait for child processes. The loop turns them into events, adding what the save folder says
+(is the marker there, which switch files changed), and feeds those to machine.step. Every time is
+`now`, in time.monotonic() seconds; nothing here does anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from pai_launch import exitcodes
+from pai_launch.protocol import GenerationResult
+
+
+class Role(Enum):
+    """What a plain child process (one without the agent) is for."""
+
+    INIT = "init"
+    DATA_PARALLEL = "data_parallel"
+
+
+# --- observations: put on the inbox by handlers and threads ----------------------------------------
+@dataclass(frozen=True)
+class SignalReceived:
+    signum: int
+    now: float
+
+
+@dataclass(frozen=True)
+class SaveWritten:
+    """A file in the save folder was created or written to (it may still be mid-write)."""
+
+    name: str
+    now: float
+
+
+@dataclass(frozen=True)
+class MarkerAppeared:
+    """SAVE/.training_complete was created or written."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class ProcessExited:
+    """The init run or the DataParallel process ended."""
+
+    role: Role
+    returncode: int
+    log_tail: str
+    now: float
+
+
+@dataclass(frozen=True)
+class AgentReported:
+    """An agent process ended its generation: its result, or None when it died without one."""
+
+    agent_pid: int
+    result: GenerationResult | None
+    returncode: int
+    now: float
+
+
+@dataclass(frozen=True)
+class ThreadFailed:
+    """One of the supervisor's own threads raised: a bug, which ends the run as an internal error."""
+
+    thread: str
+    error: str
+    traceback: str
+
+
+# --- events: what the machine decides on -----------------------------------------------------------
+@dataclass(frozen=True)
+class Began:
+    """The loop is ready. Queued behind any signal that arrived during start-up, so such a signal wins."""
+
+    needs_init: bool
+    now: float
+
+
+@dataclass(frozen=True)
+class InitExited:
+    returncode: int
+    log_tail: str = ""
+    #: The folder (relative to the working directory) holding this init run's array_dims.csv; None: nowhere.
+    wrote_to: str | None = None
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class SaveFolderAdopted:
+    """The lock and state moved into the folder the init run really wrote to."""
+
+    name: str
+    now: float
+
+
+@dataclass(frozen=True)
+class AdoptionRefused:
+    """The folder the init run wrote to is held by another pai-launch."""
+
+    reason: str
+    now: float
+
+
+class Cause(Enum):
+    """Why a generation failed."""
+
+    #: A worker exited non-zero or was killed by a signal.
+    WORKER = "worker"
+    #: pai-launch's agent died or torch's launcher failed (rendezvous and the like): no worker result.
+    LAUNCHER = "launcher"
+    #: No write to the save folder for --stall-timeout seconds; the workers were stopped.
+    STALL = "stall"
+
+
+@dataclass(frozen=True)
+class Failure:
+    cause: Cause
+    #: The failed rank (WORKER only).
+    rank: int | None = None
+    #: Popen-style (negative N for signal N); WORKER only.
+    returncode: int | None = None
+    log_tail: str = ""
+    #: What went wrong, for LAUNCHER and STALL.
+    detail: str = ""
+
+    @classmethod
+    def worker(cls, rank: int, returncode: int, log_tail: str = "") -> Failure:
+        return cls(Cause.WORKER, rank=rank, returncode=returncode, log_tail=log_tail)
+
+    @classmethod
+    def launcher(cls, detail: str) -> Failure:
+        return cls(Cause.LAUNCHER, detail=detail)
+
+    @classmethod
+    def stall(cls, detail: str) -> Failure:
+        return cls(Cause.STALL, detail=detail)
+
+    def describe(self) -> str:
+        if self.cause is Cause.WORKER:
+            return f"rank {self.rank} failed with {exitcodes.describe_returncode(self.returncode or 0)}"
+        if self.cause is Cause.LAUNCHER:
+            return f"the launcher failed: {self.detail}"
+        return self.detail
+
+    def exit_code(self) -> int:
+        """The code a run ends with when this failure ends it: the worker's own, else the launcher's."""
+        if self.cause is Cause.WORKER and self.returncode is not None:
+            return exitcodes.from_returncode(self.returncode)
+        return exitcodes.LAUNCHER_ERROR
+
+    def signature(self) -> tuple:
+        """What makes two failures 'the same': cause, rank, code and the last line the rank printed."""
+        lines = [line.strip() for line in self.log_tail.splitlines() if line.strip()]
+        return (self.cause, self.rank, self.returncode, lines[-1] if lines else "", self.detail)
+
+
+@dataclass(frozen=True)
+class GenerationEnded:
+    #: Failed ranks, root cause first (or one LAUNCHER failure); empty when every worker exited 0.
+    failures: tuple[Failure, ...] = ()
+    complete: bool = False
+    #: switch_*.pt files written or rewritten during the generation.
+    progressed: tuple[str, ...] = ()
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class GenerationRefused:
+    """The generation was not started: the save folder cannot be used (removed, unwritable, full)."""
+
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True)
+class SaveActivity:
+    """Something was written to the save folder; `training` when it is more than a start-up file."""
+
+    now: float
+    training: bool = True
+
+
+@dataclass(frozen=True)
+class SaveFolderLost:
+    """The save folder was removed, became unwritable, or its disk is full."""
+
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True)
+class Tick:
+    now: float
+
+
+Observation = SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | ThreadFailed
+Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationRefused | MarkerAppeared
+         | SaveActivity | SaveFolderLost | SignalReceived | Tick)

@@ -1,0 +1,120 @@
+"""The state machine's vocabulary: its phases, the policy it follows, its state, and the transitions
+every handler shares (finish, stop, start the next generation). Pure values; see machine.py.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from pai_launch import exitcodes
+from pai_launch.actions import Action, Finish, SignalRun, StartGeneration
+
+#: Signals that stop the run: forwarded once to every process of the run, then a deadline.
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+#: Signals passed on to the workers while supervision goes on (e.g. Slurm's pre-emption warning).
+FORWARD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGUSR2})
+#: What a stall sends first, so a script that handles it can dump its stacks before being stopped.
+STALL_SIGNAL = signal.SIGUSR1
+
+
+class Phase(Enum):
+    STARTING = "starting"
+    INIT = "init"
+    ADOPTING = "adopting"
+    TRAINING = "training"
+    BACKOFF = "backoff"
+    STOPPING = "stopping"
+    DONE = "done"
+
+
+#: Phases in which processes of the run are running.
+RUNNING = (Phase.INIT, Phase.TRAINING)
+
+
+class StopCause(Enum):
+    """Why processes are being stopped: decides what their exit leads to."""
+
+    SIGNAL = "signal"
+    COMPLETE = "complete"
+    STALL = "stall"
+    SAVE_LOST = "save_lost"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the run was asked to do."""
+
+    grace: float = 30.0
+    data_parallel: bool = False
+    #: DataParallel training has no resume: a failure is retried (from scratch) only when the user asked for retries.
+    retry_data_parallel: bool = False
+    #: Consecutive failed generations without a new switch file before giving up (exit 4).
+    max_failures: int = 3
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    #: Seconds without any write to the save folder while workers run that count as a hang; None: off.
+    stall_timeout: float | None = None
+    #: After a stall's SIGUSR1, how long workers get to dump their stacks before they are stopped.
+    stall_dump_wait: float = 5.0
+    #: --save-name was given: an init run that writes elsewhere is an error, not a folder to adopt.
+    save_name_given: bool = False
+    #: Seconds into a generation before the next one's agent is started ahead; None: never.
+    standby_delay: float | None = 0.0
+
+
+@dataclass(frozen=True)
+class State:
+    phase: Phase = Phase.STARTING
+    generation: int = 0
+    #: Consecutive failed generations without progress: the failure budget used.
+    failures: int = 0
+    save_name: str = "PAI"
+    init_done: bool = False
+    last_switch: str | None = None
+    exit_code: int | None = None
+    reason: str = ""
+    #: When the running init run or generation started.
+    started_at: float = 0.0
+    stop_cause: StopCause | None = None
+    #: The signal the run's processes were asked to stop with; late-starting ones get it too.
+    stop_signal: int | None = None
+    stop_deadline: float | None = None
+    killed: bool = False
+    marker_seen: bool = False
+    marker_deadline: float | None = None
+    #: Signature of the last failure that happened before training was reached.
+    early_failure: tuple | None = None
+    retry_at: float | None = None
+    #: The last write seen in the save folder (or the generation's start), for stall detection.
+    last_activity: float | None = None
+    stall_stop_at: float | None = None
+    #: The workers of this generation wrote to the save folder beyond start-up files.
+    reached_training: bool = False
+    #: An agent for the next generation has been asked for and not used yet.
+    standby: bool = False
+
+
+# --- transitions every handler shares ----------------------------------------------------------------
+def finish(state: State, code: int, reason: str) -> tuple[State, list[Action]]:
+    return replace(state, phase=Phase.DONE, exit_code=code, reason=reason), [Finish(code, reason)]
+
+
+def finish_stopping(state: State) -> tuple[State, list[Action]]:
+    return finish(state, state.exit_code if state.exit_code is not None else exitcodes.COMPLETE, state.reason)
+
+
+def stop(policy: Policy, state: State, signum: int, now: float, cause: StopCause, code: int | None,
+         reason: str) -> tuple[State, list[Action]]:
+    stopping = replace(state, phase=Phase.STOPPING, stop_cause=cause, stop_signal=signum, exit_code=code, reason=reason,
+                       stop_deadline=now + policy.grace)
+    return stopping, [SignalRun(signum)]
+
+
+def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
+    nxt = state.generation + 1
+    fresh = replace(state, phase=Phase.TRAINING, generation=nxt, started_at=now, marker_deadline=None, retry_at=None,
+                    last_activity=now, stall_stop_at=None, stop_cause=None, stop_signal=None, reached_training=False,
+                    standby=False)
+    return fresh, [StartGeneration(nxt)]

@@ -1,0 +1,86 @@
+"""What the supervisor's threads report, turned into the state machine's events.
+
+An exit becomes InitExited or GenerationEnded with what the save folder says (where the init run
+wrote, which switch files changed, is the marker there); a save-folder write becomes SaveActivity.
+Each moment is logged here, once. A thread's crash becomes InternalError.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from pai_launch import exitcodes, machine, savedir
+from pai_launch.events import (
+    AgentReported, Failure, GenerationEnded, GenerationRefused, InitExited, Observation, ProcessExited, Role, SaveActivity,
+    SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed,
+)
+from pai_launch.proctable import ProcessTable
+from pai_launch.reports import generation_end
+from pai_launch.session import SaveSession
+
+
+class InternalError(Exception):
+    """A bug in pai-launch (for example in one of its threads); carries the traceback to log."""
+
+    def __init__(self, message: str, trace: str) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+class Observer:
+    def __init__(self, session: SaveSession, table: ProcessTable, log) -> None:
+        self.session, self.table, self.log = session, table, log
+        #: Switch files already logged as dendrites_added this generation (a file is written in several events).
+        self.announced: set[str] = set()
+
+    def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
+        """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
+        if isinstance(raw, ThreadFailed):
+            raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
+        if isinstance(raw, SignalReceived):
+            self.log.warning("signal_received", signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+        elif isinstance(raw, SaveWritten):
+            number = savedir.switch_number(raw.name)
+            if number is not None and raw.name not in self.announced:
+                self.announced.add(raw.name)
+                self.log.info("dendrites_added", switch=number, file=raw.name, generation=state.generation)
+            return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
+        elif isinstance(raw, ProcessExited):
+            return self.plain_exited(raw, state)
+        elif isinstance(raw, AgentReported):
+            return self.agent_reported(raw, state) if self.table.agent_ended(raw.agent_pid) else None
+        elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
+            self.log.error("save_folder_failed", reason=raw.reason)
+        return raw  # type: ignore[return-value] - the rest are events already
+
+    def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
+        self.table.plain_ended()
+        duration = round(raw.now - state.started_at, 2)
+        if raw.role is Role.INIT:
+            log = self.log.info if raw.returncode == 0 else self.log.error
+            log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration)
+            if raw.returncode != 0:
+                self.log.error("init_output_tail", tail=raw.log_tail)
+            wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
+            return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
+        failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
+        return self.generation_ended(GenerationEnded(failures, complete=self.session.complete(), now=raw.now), state, duration)
+
+    def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
+        result = raw.result
+        if result is None:
+            failures = (Failure.launcher(f"agent process ended with {exitcodes.describe_returncode(raw.returncode)} "
+                                         "before reporting a result"),)
+        elif result.error:
+            failures = (Failure.launcher(result.error),)
+        else:
+            failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail) for f in result.failures)
+        event = GenerationEnded(failures, complete=self.session.complete(), progressed=self.session.progress(), now=raw.now)
+        return self.generation_ended(event, state, round(raw.now - state.started_at, 2))
+
+    def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
+        name, fields = generation_end(event, state, duration)
+        (self.log.error if event.failures else self.log.info)(name, **fields)
+        if event.failures and event.failures[0].log_tail:
+            self.log.error("worker_log_tail", rank=event.failures[0].rank, tail=event.failures[0].log_tail)
+        return event

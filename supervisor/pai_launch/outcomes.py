@@ -1,0 +1,89 @@
+"""What the end of a generation leads to: the next generation, a retry after a backoff, or the end of the run.
+
+Part of the state machine (machine.py dispatches here): pure, like it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pai_launch import exitcodes
+from pai_launch.actions import Action, ScheduleRetry
+from pai_launch.events import Failure, GenerationEnded, GenerationRefused
+from pai_launch.machine_state import STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation
+
+
+def on_generation_refused(policy: Policy, state: State, event: GenerationRefused) -> tuple[State, list[Action]]:
+    if state.phase is Phase.STOPPING:
+        return finish_stopping(state)
+    if state.phase is not Phase.TRAINING:
+        return state, []
+    return finish(state, exitcodes.SAVE_FOLDER, event.reason)
+
+
+def judge_generation(policy: Policy, event: GenerationEnded) -> tuple[int | None, str]:
+    """(exit code, reason) for a generation that did not fail, or (None, reason) to start the next one."""
+    if event.complete:
+        return exitcodes.COMPLETE, "training complete"
+    if policy.data_parallel:
+        return exitcodes.COMPLETE, "training process exited 0"
+    if event.progressed:
+        return None, f"dendrites added ({', '.join(event.progressed)})"
+    reason = "every worker exited 0 without writing a switch_*.pt or .training_complete: the script made no progress"
+    return exitcodes.NO_PROGRESS, reason
+
+
+def _on_failure(policy: Policy, state: State, failure: Failure, event: GenerationEnded,
+                reached_training: bool) -> tuple[State, list[Action]]:
+    """Retry from the newest valid checkpoint with exponential backoff, within the failure budget."""
+    count = (0 if event.progressed else state.failures) + 1
+    desc = failure.describe()
+    signature = failure.signature()
+    if policy.data_parallel and not policy.retry_data_parallel:
+        reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
+                  f"(pass --max-failures N to retry it from the start)")
+        return finish(replace(state, failures=count), failure.exit_code(), reason)
+    if not reached_training and state.early_failure == signature:
+        reason = f"{desc} before training started, exactly as the attempt before: retrying cannot help"
+        return finish(replace(state, failures=count), failure.exit_code(), reason)
+    if count >= policy.max_failures:
+        reason = f"gave up after {count} consecutive failed generation(s) without progress; last: {desc}"
+        return finish(replace(state, failures=count), exitcodes.BUDGET_EXHAUSTED, reason)
+    delay = min(policy.backoff_initial * 2 ** (count - 1), policy.backoff_max)
+    if policy.data_parallel:
+        desc = f"{desc}; retrying DataParallel training from the start (it has no resume)"
+    waiting = replace(state, phase=Phase.BACKOFF, failures=count, retry_at=event.now + delay, reason=desc,
+                      early_failure=None if reached_training else signature, stop_cause=None, stop_signal=None,
+                      marker_deadline=None, stall_stop_at=None)
+    return waiting, [ScheduleRetry(delay, count, desc)]
+
+
+def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Failure:
+    """The stall as the cause, also when the workers then died of the stall's own SIGUSR1."""
+    if state.stop_cause is StopCause.STALL:
+        return Failure.stall(state.reason)
+    idle = (state.stall_stop_at or 0.0) - policy.stall_dump_wait - (state.last_activity or 0.0)
+    after = f" ({failure.describe()} after {STALL_SIGNAL.name})" if failure is not None else ""
+    return Failure.stall(f"stalled: no write to the save folder for {idle:.0f} s{after}")
+
+
+def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
+    if state.phase is Phase.STOPPING:
+        if state.stop_cause is StopCause.STALL:
+            return _on_failure(policy, state, _stall_failure(policy, state, None), event, reached_training=True)
+        return finish_stopping(state)
+    if state.phase is not Phase.TRAINING:
+        return state, []
+    if event.progressed:
+        state = replace(state, last_switch=event.progressed[-1])
+    if event.complete:
+        return finish(state, exitcodes.COMPLETE, "training complete")
+    failure = event.failures[0] if event.failures else None
+    if failure is not None and state.stall_stop_at is not None:
+        return _on_failure(policy, state, _stall_failure(policy, state, failure), event, reached_training=True)
+    if failure is not None:
+        return _on_failure(policy, state, failure, event, state.reached_training or bool(event.progressed))
+    code, reason = judge_generation(policy, event)
+    if code is not None:
+        return finish(state, code, reason)
+    return start_generation(replace(state, failures=0, early_failure=None), event.now)

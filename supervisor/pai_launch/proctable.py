@@ -1,0 +1,147 @@
+"""Every process pai-launch starts, and the guarantee that none outlives it.
+
+The table holds the init or DataParallel process, the generation's agent and the next one's
+(started ahead so torch is already imported), and remembers every descendant: it signals the
+run's processes, kills them all, reaps orphans re-parented to us (we are a child subreaper) and, on
+close(), sweeps whatever is left. It also owns the private folder for the workers' log files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from pai_launch import procs
+from pai_launch.children import Agent, PlainProcess
+from pai_launch.events import Role
+from pai_launch.plan import Command
+from pai_launch.protocol import GenerationRequest
+
+FINAL_SWEEP_TIMEOUT = 2.0
+LOG_ROOT_PREFIX = "pai-launch-logs-"
+
+
+def remove_stale_log_roots() -> None:
+    """Private log folders of pai-launch processes that were killed (kill -9 skips our cleanup)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{LOG_ROOT_PREFIX}*-*"):
+        pid = folder.name[len(LOG_ROOT_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+class ProcessTable:
+    def __init__(self, *, python: str, workdir: Path, env: dict[str, str], report: Callable[[object], None],
+                 log_dir: Path | None) -> None:
+        self._python = python
+        self._workdir = workdir
+        self._env = env
+        self._report = report
+        self._own_log_root = log_dir is None
+        self.log_root = log_dir
+        self._descendants = procs.Descendants()
+        self._plain: PlainProcess | None = None
+        self._agent: Agent | None = None
+        self._standby: Agent | None = None
+        #: (process, signal) pairs already sent, so a stop signal reaches late workers once and nobody twice.
+        self._sent: set[tuple[psutil.Process, int]] = set()
+
+    def open(self) -> None:
+        """Become a subreaper and make the private log folder (not earlier: a dry run must write nothing)."""
+        procs.become_subreaper()
+        if self.log_root is None:
+            remove_stale_log_roots()
+            self.log_root = Path(tempfile.mkdtemp(prefix=f"{LOG_ROOT_PREFIX}{os.getpid()}-"))
+
+    # --- starting -------------------------------------------------------------------------------------
+    def start_plain(self, role: Role, command: Command) -> int:
+        self._plain = PlainProcess(role, command, self._env, self._report)
+        return self._plain.pid
+
+    def prepare_agent(self) -> None:
+        if self._standby is None:
+            self._standby = Agent(self._python, self._workdir, self._env, self._report)
+            self._descendants.refresh()
+
+    def start_agent(self, request: GenerationRequest) -> tuple[int, bool]:
+        """Hand `request` to the standby agent (or a new one); (its pid, whether it was started ahead)."""
+        warm = self._standby is not None
+        agent = self._standby or Agent(self._python, self._workdir, self._env, self._report)
+        self._standby = None
+        self._agent = agent
+        agent.run(request)
+        return agent.pid, warm
+
+    def generation_log_dir(self, generation: int) -> str:
+        assert self.log_root is not None, "open() first"
+        return str(self.log_root / f"generation-{generation}")
+
+    # --- ends -----------------------------------------------------------------------------------------
+    def plain_ended(self) -> None:
+        self._plain = None
+
+    def agent_ended(self, pid: int) -> bool:
+        """Forget the current agent if `pid` is it; False for a report from an agent we no longer run."""
+        if self._agent is None or self._agent.pid != pid:
+            return False
+        self._agent = None
+        return True
+
+    # --- signals --------------------------------------------------------------------------------------
+    def run_processes(self) -> list[psutil.Process]:
+        """Where a signal for "the run" goes: the init/DataParallel process, or the agent's workers (not the agent)."""
+        try:
+            if self._plain is not None:
+                return [psutil.Process(self._plain.pid)]
+            if self._agent is not None:
+                return psutil.Process(self._agent.pid).children()
+        except psutil.Error:
+            pass
+        return []
+
+    def signal_run(self, signum: int, *, only_new: bool = False) -> list[int]:
+        sent = []
+        for proc in self.run_processes():
+            if only_new and (proc, signum) in self._sent:
+                continue
+            if procs.signal_group(proc.pid, signum) or procs.signal_pid(proc.pid, signum):
+                sent.append(proc.pid)
+            self._sent.add((proc, signum))
+        return sent
+
+    def kill_all(self) -> int:
+        """SIGKILL every descendant; the standby agent goes with them (a retry must not be handed a dead one)."""
+        count = self._descendants.kill_all()
+        self._discard_standby()
+        return count
+
+    def housekeeping(self) -> None:
+        """Remember new descendants and reap the orphans re-parented to us (never our own children)."""
+        self._descendants.refresh()
+        own = {child.pid for child in (self._plain, self._agent, self._standby) if child is not None}
+        self._descendants.reap_adopted(own)
+
+    def close(self) -> tuple[int, list[int]]:
+        """Leave nothing behind: drop the standby agent, kill and reap every descendant, remove our log folder.
+
+        Returns (processes killed, pids that survived the sweep).
+        """
+        self._discard_standby()
+        self._descendants.refresh()
+        killed, survivors = 0, []
+        if self._descendants.alive():
+            killed = self._descendants.kill_all()
+            survivors = [proc.pid for proc in self._descendants.wait_gone(FINAL_SWEEP_TIMEOUT)]
+        self._descendants.reap_adopted(set())
+        if self._own_log_root and self.log_root is not None:
+            shutil.rmtree(self.log_root, ignore_errors=True)
+        return killed, survivors
+
+    def _discard_standby(self) -> None:
+        if self._standby is not None:
+            self._standby.discard()
+            self._standby = None

@@ -1,0 +1,211 @@
+"""Everything pai-launch does under the save folder: its record, lock and events file, where the init run
+really wrote, adoption of that folder, checkpoint checks before a launch, progress after one, the
+folder's health, watching it, and --fresh's move aside. Files only; no processes, no decisions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pai_launch import checkpoint, plan, savedir
+from pai_launch.config import LaunchSpec
+from pai_launch.locks import SaveFolderLock
+from pai_launch.logs import EventsFile
+from pai_launch.machine_state import Phase, State
+from pai_launch.record import RecordStore, RunRecord, StateError, fingerprint, fingerprint_differences
+from pai_launch.watcher import SaveFolderWatcher
+
+
+class SaveFolderError(Exception):
+    """pai-launch could not do what it must in the save folder (move a torn file aside, adopt a folder)."""
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def move_aside(folder: Path) -> Path:
+    """--fresh: rename `folder` to `folder.<timestamp>` (never delete), unless a live pai-launch holds it.
+
+    The folder's lock is held (never written) across the rename; StateError names the holder.
+    """
+    guard = SaveFolderLock(folder)
+    guard.acquire(write=False)
+    try:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = folder.with_name(f"{folder.name}.{stamp}")
+        counter = 1
+        while target.exists():
+            counter += 1
+            target = folder.with_name(f"{folder.name}.{stamp}.{counter}")
+        folder.rename(target)
+    finally:
+        guard.release()
+    return target
+
+
+class SaveSession:
+    """One run's save folder. Reading is free (a dry run builds one); acquire() takes the folder."""
+
+    def __init__(self, spec: LaunchSpec, env: Mapping[str, str]) -> None:
+        self.spec = spec
+        self.store = RecordStore(spec.save_dir)
+        self.fingerprint = fingerprint(spec.workdir / spec.script, spec.script_args, spec.nproc)
+        self.previous = self.store.load()  # StateError: unreadable state
+        if self.previous is not None and self.previous.fingerprint != self.fingerprint:
+            changes = "; ".join(fingerprint_differences(self.previous.fingerprint, self.fingerprint))
+            raise StateError(
+                f"{spec.save_dir} holds a run of another command ({changes}): run the same command to resume it, "
+                f"or add --fresh to move {spec.save_name} aside and start over"
+            )
+        previous_id = self.previous.run_id if self.previous else None
+        self.run_id = env.get(plan.RUN_ID_ENV) or previous_id or plan.new_run_id(dict(env))
+        self.save_name = self.previous.save_name if self.previous else spec.save_name
+        self.lock = SaveFolderLock(self.save_dir)
+        self.events: EventsFile | None = None
+        self._identity: tuple[int, int] | None = None
+        self._written: RunRecord | None = None
+        self._last_exit = self.previous.last_exit if self.previous else None
+        self._init_started = 0.0
+        self._switches_before: savedir.SwitchSnapshot = {}
+        self._watcher: SaveFolderWatcher | None = None
+
+    @property
+    def save_dir(self) -> Path:
+        return self.spec.workdir / self.save_name
+
+    def carried_over(self) -> dict:
+        """What the state machine starts from: the previous pai-launch's counters on a resume."""
+        prev = self.previous
+        return dict(save_name=self.save_name, generation=prev.generation if prev else 0, failures=prev.failures if prev else 0,
+                    init_done=prev.init_done if prev else False, last_switch=prev.last_switch if prev else None)
+
+    def needs_init(self) -> bool:
+        if self.spec.reinit or not savedir.has_init_outputs(self.save_dir):
+            return True
+        return not ((self.previous is not None and self.previous.init_done) or savedir.has_switches(self.save_dir))
+
+    def acquire(self) -> None:
+        """Take the folder (StateError when another pai-launch holds it, or it cannot be used) and open its events file."""
+        try:
+            self.lock.acquire()
+            self._identity = _identity(self.save_dir)
+            self.events = EventsFile(self.store.events_path)
+        except OSError as exc:
+            self.lock.release()
+            raise StateError(f"cannot use the save folder {self.save_dir}: {exc.strerror or exc}: check its permissions") from exc
+
+    # --- the record -----------------------------------------------------------------------------------
+    def record(self, state: State) -> str | None:
+        """Write state.json when what it records of `state` changed; the problem when it cannot be written."""
+        if self.replaced():
+            return None  # our folder was removed: never write our state into whatever now has its name
+        if state.phase is Phase.DONE:
+            self._last_exit = {"code": state.exit_code, "reason": state.reason}
+        elif state.phase is Phase.BACKOFF:
+            self._last_exit = {"code": None, "reason": state.reason}
+        record = RunRecord(fingerprint=self.fingerprint, run_id=self.run_id, save_name=state.save_name,
+                           generation=state.generation, failures=state.failures, init_done=state.init_done,
+                           last_switch=state.last_switch, last_exit=self._last_exit)
+        if record == self._written:
+            return None
+        try:
+            self.store.save(dataclasses.replace(record))
+        except OSError as exc:
+            return f"cannot write {self.store.state_path}: {exc.strerror or exc}"
+        self._written = record
+        return None
+
+    # --- health ---------------------------------------------------------------------------------------
+    def replaced(self) -> bool:
+        """The folder we took is gone, even if a new folder of that name took its place (PerforatedAI's next
+        save re-creates a removed save folder within moments)."""
+        return self._identity is not None and _identity(self.save_dir) != self._identity
+
+    def problem(self) -> str | None:
+        problem = savedir.health_problem(self.save_dir)
+        if problem is None and self.replaced():
+            problem = f"the save folder {self.save_dir} was removed (a new folder of that name has taken its place)"
+        return problem
+
+    # --- the init run ---------------------------------------------------------------------------------
+    def init_starting(self) -> None:
+        self._init_started = time.time()
+
+    def init_wrote_to(self) -> str | None:
+        """Where the init run saved its settings: the save folder's name, another folder's, or None."""
+        since = self._init_started - 1.0
+        output = self.save_dir / savedir.INIT_OUTPUT
+        if output.is_file() and output.stat().st_mtime >= since:
+            return self.save_name
+        found = [folder for folder in savedir.find_init_outputs(self.spec.workdir, since) if folder != self.save_dir]
+        return os.path.relpath(found[-1], self.spec.workdir) if found else None
+
+    def adopt(self, name: str) -> None:
+        """Move our lock, record and events into `name`, the folder the script really uses; remove the folders
+        we made for them in the other. StateError: another pai-launch holds `name`; SaveFolderError: no access."""
+        old_dir, old_store, old_lock = self.save_dir, self.store, self.lock
+        new_dir = self.spec.workdir / name
+        lock = SaveFolderLock(new_dir)
+        try:
+            lock.acquire()
+        except OSError as exc:
+            raise SaveFolderError(f"cannot take the folder {new_dir} the script saves to: {exc.strerror or exc}") from exc
+        self.save_name, self.store, self.lock = name, RecordStore(new_dir), lock
+        self._identity = _identity(new_dir)
+        self._written = None
+        if self.events is not None:
+            try:
+                self.events.move_to(self.store.events_path)
+            except OSError as exc:
+                raise SaveFolderError(f"cannot move {old_store.events_path} into {new_dir}: {exc.strerror or exc}") from exc
+        old_lock.release()
+        for leftover in (old_store.state_path, old_lock.path):
+            leftover.unlink(missing_ok=True)
+        for folder in (old_store.folder, old_dir):
+            try:
+                folder.rmdir()  # only if empty: it was made by us for our state
+            except OSError:
+                break
+
+    # --- generations ----------------------------------------------------------------------------------
+    def resume_folder(self, on_quarantine: Callable[[str, str, Path], None]) -> str | None:
+        """--pai_load_folder's value: the save folder once its newest switch file is whole (torn ones are moved
+        aside, `on_quarantine(name, problem, moved_to)` told of each); None when no switch file is left."""
+        try:
+            newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
+        except OSError as exc:
+            raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: {exc.strerror or exc}") from exc
+        return self.save_name if newest is not None else None
+
+    def generation_starting(self) -> None:
+        self._switches_before = savedir.snapshot_switches(self.save_dir)
+
+    def progress(self) -> tuple[str, ...]:
+        """switch_*.pt files written or rewritten since the generation started."""
+        return tuple(savedir.changed_switches(self._switches_before, savedir.snapshot_switches(self.save_dir)))
+
+    def complete(self) -> bool:
+        return savedir.marker_mtime(self.save_dir) is not None
+
+    def watch(self, report: Callable[[object], None]) -> None:
+        """Start watching the folder (once): writes and the completion marker reach `report` as they land."""
+        if self._watcher is None and self.save_dir.is_dir():
+            self._watcher = SaveFolderWatcher(self.save_dir, report, poll=self.spec.poll)
+            self._watcher.start()
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self.events is not None:
+            self.events.close()
+        self.lock.release()

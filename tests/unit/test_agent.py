@@ -1,0 +1,138 @@
+"""The agent's account of a failed generation: which exit is the root cause, and each failed rank's log tail.
+
+When one rank dies, torch stops the others with SIGTERM, then SIGKILL: those collateral exits (-15, -9, or
+143/137 from a handler that exits 128+N) must never be reported ahead of the real failure. The log tails
+come from torch's per-rank files, LOG_DIR/<run>/attempt_0/<local_rank>/{stderr,stdout}.log.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from pai_launch.agent import _log_tail, failures_from_exits
+from pai_launch.protocol import WorkerFailure
+from pai_launch.workers import WorkerExit
+
+COLLATERAL = [-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL]
+RUN = "pai-abc123_x7y8z9"
+
+
+def write_log(log_dir: Path, rank: int, stream: str, text: str, *, run: str = RUN, attempt: int = 0) -> Path:
+    path = log_dir / run / f"attempt_{attempt}" / str(rank) / f"{stream}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def exit_(rank: int, returncode: int, at: float) -> WorkerExit:
+    return WorkerExit(pid=1000 + rank, rank=rank, returncode=returncode, at=at)
+
+
+def ranks_and_codes(failures) -> list[tuple[int, int]]:
+    return [(failure.rank, failure.returncode) for failure in failures]
+
+
+# --- root-cause ordering --------------------------------------------------------------------------
+def test_every_worker_exiting_0_is_no_failure(tmp_path):
+    assert failures_from_exits([exit_(0, 0, 1.0), exit_(1, 0, 1.1)], str(tmp_path)) == ()
+
+
+def test_the_earliest_exit_comes_first_and_zero_exits_are_left_out(tmp_path):
+    exits = [exit_(0, 1, at=12.0), exit_(1, 3, at=10.0), exit_(2, 0, at=9.0), exit_(3, 5, at=11.0)]
+
+    failures = failures_from_exits(exits, str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, 3), (3, 5), (0, 1)]
+
+
+@pytest.mark.parametrize("collateral", COLLATERAL, ids=lambda code: f"collateral{code}")
+def test_a_real_exit_code_comes_before_torchs_collateral_stop_at_the_same_moment(tmp_path, collateral):
+    # Rank 0 is the lower rank and was seen at the same instant, but it only died of torch's stop.
+    exits = [exit_(0, collateral, at=5.0), exit_(1, 7, at=5.0)]
+
+    failures = failures_from_exits(exits, str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, 7), (0, collateral)]
+
+
+@pytest.mark.parametrize("real", [1, 7, -signal.SIGSEGV, -signal.SIGABRT, 128 + signal.SIGINT],
+                         ids=["exit1", "exit7", "SIGSEGV", "SIGABRT", "exit130"])
+def test_only_sigterm_and_sigkill_count_as_collateral(tmp_path, real):
+    exits = [exit_(0, -signal.SIGKILL, at=2.0), exit_(1, -signal.SIGTERM, at=2.0), exit_(2, real, at=2.0)]
+
+    failures = failures_from_exits(exits, str(tmp_path))
+
+    assert ranks_and_codes(failures)[0] == (2, real)
+
+
+def test_an_earlier_exit_still_comes_first_even_when_it_looks_collateral(tmp_path):
+    # The elastic agent sends no SIGKILL before the first failure: an earlier -9 (the OOM killer) is the root cause.
+    exits = [exit_(1, 7, at=3.0), exit_(0, -signal.SIGKILL, at=1.0)]
+
+    assert ranks_and_codes(failures_from_exits(exits, str(tmp_path))) == [(0, -signal.SIGKILL), (1, 7)]
+
+
+def test_failures_at_the_same_moment_of_the_same_kind_go_by_rank(tmp_path):
+    exits = [exit_(3, 2, at=4.0), exit_(1, 9, at=4.0), exit_(2, -signal.SIGTERM, at=4.0), exit_(0, -signal.SIGKILL, at=4.0)]
+
+    assert ranks_and_codes(failures_from_exits(exits, str(tmp_path))) == [(1, 9), (3, 2), (0, -9), (2, -15)]
+
+
+def test_each_failure_carries_its_pid_and_its_own_ranks_log_tail(tmp_path):
+    write_log(tmp_path, 0, "stderr", "rank 0 was told to stop\n")
+    write_log(tmp_path, 1, "stderr", "Traceback (most recent call last):\nValueError: rank 1 broke\n")
+
+    failures = failures_from_exits([exit_(0, -signal.SIGTERM, at=1.0), exit_(1, 7, at=1.0)], str(tmp_path))
+
+    assert failures == (
+        WorkerFailure(rank=1, returncode=7, pid=1001, log_tail="Traceback (most recent call last):\nValueError: rank 1 broke"),
+        WorkerFailure(rank=0, returncode=-signal.SIGTERM, pid=1000, log_tail="rank 0 was told to stop"),
+    )
+
+
+# --- log tails -------------------------------------------------------------------------------------
+def test_the_tail_prefers_stderr_over_stdout(tmp_path):
+    write_log(tmp_path, 0, "stdout", "epoch 3\n")
+    write_log(tmp_path, 0, "stderr", "RuntimeError: boom\n")
+
+    assert _log_tail(str(tmp_path), 0) == "RuntimeError: boom"
+
+
+@pytest.mark.parametrize("stderr", [None, "", "\n  \n\t\n"], ids=["no stderr file", "empty stderr", "blank stderr"])
+def test_the_tail_falls_back_to_stdout_when_stderr_holds_nothing(tmp_path, stderr):
+    write_log(tmp_path, 0, "stdout", "epoch 1\nepoch 2 then silence\n")
+    if stderr is not None:
+        write_log(tmp_path, 0, "stderr", stderr)
+
+    assert _log_tail(str(tmp_path), 0) == "epoch 1\nepoch 2 then silence"
+
+
+def test_the_tail_is_empty_when_the_rank_wrote_nothing_anywhere(tmp_path):
+    write_log(tmp_path, 0, "stdout", "")
+    write_log(tmp_path, 0, "stderr", "")
+    write_log(tmp_path, 1, "stderr", "another rank's error\n")
+
+    assert _log_tail(str(tmp_path), 0) == ""
+    assert _log_tail(str(tmp_path / "no-such-folder"), 0) == ""
+
+
+def test_the_tail_is_the_last_20_lines(tmp_path):
+    write_log(tmp_path, 0, "stderr", "".join(f"line {number}\n" for number in range(1, 31)))
+
+    tail = _log_tail(str(tmp_path), 0)
+
+    assert tail.splitlines() == [f"line {number}" for number in range(11, 31)]
+
+
+def test_the_tail_is_the_asked_ranks_own_and_rank_1_is_not_rank_10(tmp_path):
+    write_log(tmp_path, 1, "stderr", "rank 1's error\n")
+    write_log(tmp_path, 10, "stderr", "rank 10's error\n")
+    write_log(tmp_path, 0, "stdout", "rank 0's output\n")
+
+    assert _log_tail(str(tmp_path), 1) == "rank 1's error"
+    assert _log_tail(str(tmp_path), 10) == "rank 10's error"
+    assert _log_tail(str(tmp_path), 0) == "rank 0's output"
+    assert _log_tail(str(tmp_path), 2) == ""

@@ -1,0 +1,40 @@
+"""The runner in this process, on a real save folder: what happens before the loop's first decision."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sys
+import tempfile
+import time
+
+from pai_launch.config import LaunchSpec
+from pai_launch.events import SignalReceived
+from pai_launch.runner import Runner
+from pai_launch.session import SaveSession
+from tests.helpers import FAKE_TRAINER
+
+
+def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the runner makes its private log folder
+    records = tmp_path / "records"
+    records.mkdir()
+    spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, nproc=2, log_format="json",
+                      script_args=("--record", str(records)))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    inbox.put(SignalReceived(signal.SIGTERM, time.monotonic()))  # as the handler queues one during start-up
+
+    rc = Runner(spec, SaveSession(spec, env), inbox, env, ()).run()
+
+    assert rc == 143
+    assert list(records.iterdir()) == []  # neither the init run nor a worker was started
+    lines = (tmp_path / "PAI" / ".pai-launch" / "events.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["run_started", "signal_received", "run_finished"]
+    assert events[-1]["reason"] == "stopped by SIGTERM before anything was started"
+    state = json.loads((tmp_path / "PAI" / ".pai-launch" / "state.json").read_text())
+    assert state["last_exit"] == {"code": 143, "reason": "stopped by SIGTERM before anything was started"}
+    assert not list(tmp_path.glob("pai-launch-logs-*"))  # the private log folder went with the run

@@ -1,0 +1,205 @@
+"""The agent's worker watch: every exit of a child seen at once with its RANK and Popen-style status, through
+waitid(WNOWAIT), so the child's own Popen (torch's, in the agent) still collects the true status afterwards.
+
+The children are real processes: `python -c` with RANK in their environment, held on their stdin until the
+test lets them go, then exiting with a chosen code or killing themselves with a chosen signal. WorkerWatch
+watches every child of this (pytest's) process, so these tests start no other child while a watch runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from pai_launch import workers
+from pai_launch.workers import WorkerExit, WorkerWatch, rank_of, returncode_of
+from tests.helpers import reap_zombie_children, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+#: A child that waits until its stdin is closed, then exits with `value` ("exit") or kills itself with it ("signal").
+CHILD = """
+import os, sys, time
+sys.stdin.read()
+how, value = sys.argv[1], int(sys.argv[2])
+if how == "signal":
+    os.kill(os.getpid(), value)
+    time.sleep(10)
+    os._exit(99)
+os._exit(value)
+"""
+
+
+def start_child(rank: int | str | None, how: str = "exit", value: int = 0) -> subprocess.Popen:
+    env = {key: item for key, item in os.environ.items() if key != "RANK"}
+    if rank is not None:
+        env["RANK"] = str(rank)
+    return subprocess.Popen([sys.executable, "-c", CHILD, how, str(value)], env=env, stdin=subprocess.PIPE)
+
+
+def release(child: subprocess.Popen) -> None:
+    child.stdin.close()
+
+
+def is_zombie(pid: int) -> bool:
+    """Exited and not yet reaped (reading /proc reaps nothing)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def clean_up(children) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.fixture
+def rank_reads(monkeypatch) -> dict[int, int | None]:
+    """pid -> the rank WorkerWatch read for it, recorded as the real rank_of returns: a child may only exit once its
+    rank was read (a zombie's environment cannot be read, and a watch that misses a rank stays silent)."""
+    if "RANK" in os.environ:
+        pytest.skip("this process has RANK set: a child's environment before its exec would show it")
+    reap_zombie_children()  # a stray orphan an earlier test left to this subreaper would be watched too
+    assert psutil.Process().children() == [], "another child of this process would be watched too"
+    reads: dict[int, int | None] = {}
+    real = workers.rank_of
+
+    def recording(pid: int, timeout: float = 5.0) -> int | None:
+        rank = real(pid, timeout)
+        reads[pid] = rank
+        return rank
+
+    monkeypatch.setattr(workers, "rank_of", recording)
+    return reads
+
+
+# --- WorkerWatch ------------------------------------------------------------------------------------
+def test_the_watch_reports_every_exit_once_with_rank_and_status_and_leaves_the_status_to_popen(rank_reads):
+    plan = {0: ("exit", 0), 1: ("exit", 7), 2: ("signal", signal.SIGTERM), 3: ("signal", signal.SIGKILL)}
+    expected = {0: 0, 1: 7, 2: -signal.SIGTERM, 3: -signal.SIGKILL}
+    calls: list[list[WorkerExit]] = []
+    watch = WorkerWatch(len(plan), calls.append)
+    children = {rank: start_child(rank, how, value) for rank, (how, value) in plan.items()}
+    try:
+        pids = {child.pid: rank for rank, child in children.items()}
+        wait_until(lambda: set(rank_reads) >= set(pids), 20, message="the watch to read every child's RANK")
+        assert rank_reads == pids
+
+        for child in children.values():
+            release(child)
+        wait_until(lambda: calls, 20, message="the watch's callback")
+        # The watch only looked (WNOWAIT): each child's Popen still collects its true status.
+        statuses = {rank: child.wait(10) for rank, child in children.items()}
+    finally:
+        watch.stop()
+        clean_up(children.values())
+
+    assert len(calls) == 1, calls
+    exits = calls[0]
+    assert sorted((e.rank, e.returncode, e.pid) for e in exits) == [(r, expected[r], children[r].pid) for r in sorted(plan)]
+    assert [e.at for e in exits] == sorted(e.at for e in exits), "exits are reported in the order they were seen"
+    assert statuses == expected
+    assert {pid: watch.exit_time(pid) for pid in pids} == {e.pid: e.at for e in exits}
+    assert watch.exit_time(-1) == float("inf")
+
+
+def test_the_watch_waits_for_all_workers_and_reports_them_in_the_order_they_exited(rank_reads):
+    calls: list[list[WorkerExit]] = []
+    watch = WorkerWatch(3, calls.append)
+    children = [start_child(rank, "exit", 10 + rank) for rank in (0, 1, 2)]
+    try:
+        wait_until(lambda: len(rank_reads) == 3, 20, message="the watch to read every child's RANK")
+        order = [children[2], children[0], children[1]]
+        for index, child in enumerate(order):
+            release(child)
+            wait_until(lambda: child.pid in watch.exits, 20, message=f"the watch to see pid {child.pid} exit")
+            assert is_zombie(child.pid), "seen without being reaped"
+            if index < len(order) - 1:
+                assert calls == [], "the callback came before every worker had exited"
+        wait_until(lambda: calls, 20, message="the watch's callback")
+        statuses = [child.wait(10) for child in children]
+    finally:
+        watch.stop()
+        clean_up(children)
+
+    assert [(e.rank, e.returncode) for e in calls[0]] == [(2, 12), (0, 10), (1, 11)]
+    assert statuses == [10, 11, 12]
+    assert len(calls) == 1
+
+
+# --- returncode_of and rank_of ---------------------------------------------------------------------
+@pytest.mark.parametrize("how, value, expected", [
+    ("exit", 0, 0),
+    ("exit", 5, 5),
+    ("exit", 255, 255),
+    ("signal", signal.SIGTERM, -signal.SIGTERM),
+    ("signal", signal.SIGKILL, -signal.SIGKILL),
+], ids=["exit0", "exit5", "exit255", "SIGTERM", "SIGKILL"])
+def test_returncode_of_a_real_waitid_result_is_popen_style(how, value, expected):
+    child = start_child(None, how, value)
+    try:
+        release(child)
+        result = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        code = returncode_of(result)
+        status = child.wait(10)
+    finally:
+        clean_up([child])
+
+    assert code == expected == status
+    assert result.si_code == (os.CLD_EXITED if how == "exit" else os.CLD_KILLED)
+
+
+def test_returncode_of_a_core_dump_is_the_negative_signal():
+    dumped = os.waitid_result((4242, os.getuid(), signal.SIGCHLD, signal.SIGSEGV, os.CLD_DUMPED))
+
+    assert returncode_of(dumped) == -signal.SIGSEGV
+
+
+def test_rank_of_reads_rank_from_the_workers_environment():
+    child = start_child(5)
+    try:
+        rank = rank_of(child.pid)
+        release(child)
+        child.wait(10)
+    finally:
+        clean_up([child])
+
+    assert rank == 5
+
+
+@pytest.mark.parametrize("rank", [None, "x", ""], ids=["no RANK", "RANK not a number", "RANK empty"])
+def test_rank_of_a_process_without_a_numeric_rank_is_none_after_its_timeout(rank):
+    child = start_child(rank)
+    try:
+        wait_until(lambda: psutil.Process(child.pid).cmdline()[1:3] == ["-c", CHILD], 10, message="the child's exec")
+        began = time.monotonic()
+        found = rank_of(child.pid, timeout=0.3)
+        took = time.monotonic() - began
+        release(child)
+        child.wait(10)
+    finally:
+        clean_up([child])
+
+    assert found is None
+    assert took >= 0.3
+
+
+def test_rank_of_a_process_that_is_gone_is_none_at_once():
+    child = start_child(3)
+    release(child)
+    child.wait(10)
+
+    began = time.monotonic()
+    found = rank_of(child.pid, timeout=5.0)
+
+    assert found is None
+    assert time.monotonic() - began < 2.0, "it waited for a rank a gone process can never show"
