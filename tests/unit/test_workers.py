@@ -25,12 +25,11 @@ pytestmark = pytest.mark.timeout(60)
 
 #: A child that waits until its stdin is closed, then exits with `value` ("exit") or kills itself with it ("signal").
 CHILD = """
-import os, sys, time
+import os, sys
 sys.stdin.read()
 how, value = sys.argv[1], int(sys.argv[2])
 if how == "signal":
-    os.kill(os.getpid(), value)
-    time.sleep(10)
+    os.kill(os.getpid(), value)  # delivered before kill() returns: a deadly signal never gets past this line
     os._exit(99)
 os._exit(value)
 """
