@@ -134,7 +134,8 @@ def _stdin_is_devnull():
 
 
 if args.record:
-    keys = ("PAI_LAUNCH_RUN_ID", "PAI_LAUNCH_GENERATION", "RANK", "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS")
+    keys = ("PAI_LAUNCH_RUN_ID", "PAI_LAUNCH_GENERATION", "RANK", "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS",
+            "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
     record = {
         "argv": sys.argv[1:],
         "env": {key: os.environ.get(key) for key in keys},

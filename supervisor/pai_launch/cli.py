@@ -31,7 +31,8 @@ EPILOG = (
     "Example: pai-launch --nproc 8 train.py --epochs 100\n\n"
     "Exit codes: "
     + "; ".join(f"{code} {meaning}" for code, meaning in exitcodes.TABLE)
-    + ".\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and PAI_LAUNCH_GENERATION "
+    + ".\n\nEvery option but --fresh may also be set as PAI_LAUNCH_<NAME> in the environment (e.g. PAI_LAUNCH_NPROC=8); "
+    "the command line wins.\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and PAI_LAUNCH_GENERATION "
     "(0 for the init run, then 1, 2, ...)."
 )
 
@@ -49,6 +50,16 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+#: Every option but --fresh can also come from PAI_LAUNCH_<NAME> (a unit's Environment=, a container's -e); the
+#: command line wins. --fresh stays on the command line: from the environment it would move the save folder aside
+#: at every restart of a service, throwing away the resume it exists for.
+ENV_PREFIX = "PAI_LAUNCH_"
+
+
+def _option(*names: str, env: str | None, help: str, **kwargs) -> typer.models.OptionInfo:
+    return typer.Option(*names, help=help, envvar=None if env is None else ENV_PREFIX + env, **kwargs)
+
+
 @app.command(epilog=EPILOG)
 def launch(
     ctx: typer.Context,
@@ -56,47 +67,43 @@ def launch(
     script_args: Annotated[
         Optional[list[str]], typer.Argument(help="Arguments for the script; everything after SCRIPT goes to it.", show_default=False)
     ] = None,
-    nproc: Annotated[
-        Optional[int],
-        typer.Option("--nproc", "--nproc-per-node", help="Worker processes on this machine. Default: the visible GPUs, else 1.",
-                     show_default=False),
-    ] = None,
-    save_name: Annotated[
-        Optional[str],
-        typer.Option("--save-name", help="The save_name the script passes to UPA.perforate_model, relative to the working "
-                     "directory. [default: PAI]", show_default=False),
-    ] = None,
-    gpus: Annotated[
-        Optional[str], typer.Option("--gpus", help="GPUs to use, e.g. 0,1,2 (sets CUDA_VISIBLE_DEVICES; the init run gets the first).",
-                                    show_default=False)
-    ] = None,
-    grace: Annotated[float, typer.Option("--grace", help="Seconds stopping processes may take before they are killed.")] = 30.0,
-    log_format: Annotated[str, typer.Option("--log-format", help="auto (console on a terminal, else JSON), console or json.")] = "auto",
-    log_dir: Annotated[
-        Optional[Path], typer.Option("--log-dir", help="Keep every rank's stdout/stderr of every generation in files under DIR.",
-                                     show_default=False)
-    ] = None,
-    poll: Annotated[bool, typer.Option("--poll", help="Watch the save folder by polling (network file systems).")] = False,
-    reinit: Annotated[bool, typer.Option("--reinit", help="Run the init run even when the save folder already holds its outputs.")] = False,
-    data_parallel: Annotated[
-        bool, typer.Option("--data-parallel", help="DataParallel workflow: init run, then one plain process with every GPU; no restarts.")
-    ] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (commands, environment, directory) and start nothing.")] = False,
-    max_failures: Annotated[
-        Optional[int],
-        typer.Option("--max-failures", help="Consecutive failed generations without a new switch file before giving up (exit 4). "
-                     "With --data-parallel, giving it allows retries (from the start). [default: 3]", show_default=False),
-    ] = None,
-    backoff: Annotated[float, typer.Option("--backoff", help="Seconds before the first retry of a failed generation; doubles each time.")] = 1.0,
-    backoff_max: Annotated[float, typer.Option("--backoff-max", help="Longest wait between retries, in seconds.")] = 60.0,
-    stall_timeout: Annotated[
-        Optional[float],
-        typer.Option("--stall-timeout", help="Treat a generation as hung after this many seconds without any write to the save "
-                     "folder: SIGUSR1, then stop and retry. Default: off.", show_default=False),
-    ] = None,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Move an existing save folder aside (renamed with a timestamp) and start over.")
-    ] = False,
+    nproc: Annotated[Optional[int], _option(
+        "--nproc", "--nproc-per-node", env="NPROC", show_default=False,
+        help="Worker processes on this machine. Default: the visible GPUs, else 1.")] = None,
+    save_name: Annotated[Optional[str], _option(
+        "--save-name", env="SAVE_NAME", show_default=False,
+        help="The save_name the script passes to UPA.perforate_model, relative to the working directory. [default: PAI]")] = None,
+    gpus: Annotated[Optional[str], _option(
+        "--gpus", env="GPUS", show_default=False,
+        help="GPUs to use, e.g. 0,1,2 (sets CUDA_VISIBLE_DEVICES; the init run gets the first).")] = None,
+    grace: Annotated[float, _option("--grace", env="GRACE", help="Seconds stopping processes may take before they are killed.")] = 30.0,
+    log_format: Annotated[str, _option("--log-format", env="LOG_FORMAT",
+                                       help="auto (console on a terminal, else JSON), console or json.")] = "auto",
+    log_dir: Annotated[Optional[Path], _option(
+        "--log-dir", env="LOG_DIR", show_default=False,
+        help="Keep every rank's stdout/stderr of every generation in files under DIR.")] = None,
+    poll: Annotated[bool, _option("--poll", env="POLL", help="Watch the save folder by polling (network file systems).")] = False,
+    reinit: Annotated[bool, _option("--reinit", env="REINIT",
+                                    help="Run the init run even when the save folder already holds its outputs.")] = False,
+    data_parallel: Annotated[bool, _option(
+        "--data-parallel", env="DATA_PARALLEL",
+        help="DataParallel workflow: init run, then one plain process with every GPU; no restarts.")] = False,
+    dry_run: Annotated[bool, _option("--dry-run", env="DRY_RUN",
+                                     help="Print the plan (commands, environment, directory) and start nothing.")] = False,
+    max_failures: Annotated[Optional[int], _option(
+        "--max-failures", env="MAX_FAILURES", show_default=False,
+        help="Consecutive failed generations without a new switch file before giving up (exit 4). With --data-parallel, "
+             "giving it allows retries (from the start). [default: 3]")] = None,
+    backoff: Annotated[float, _option("--backoff", env="BACKOFF",
+                                      help="Seconds before the first retry of a failed generation; doubles each time.")] = 1.0,
+    backoff_max: Annotated[float, _option("--backoff-max", env="BACKOFF_MAX", help="Longest wait between retries, in seconds.")] = 60.0,
+    stall_timeout: Annotated[Optional[float], _option(
+        "--stall-timeout", env="STALL_TIMEOUT", show_default=False,
+        help="Treat a generation as hung after this many seconds without any write to the save folder: SIGUSR1, then "
+             "stop and retry. Default: off.")] = None,
+    fresh: Annotated[bool, _option(
+        "--fresh", env=None,
+        help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,

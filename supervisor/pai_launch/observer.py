@@ -14,6 +14,7 @@ from pai_launch.events import (
     AgentReported, Failure, GenerationEnded, GenerationRefused, InitExited, Observation, ProcessExited, Role, SaveActivity,
     SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed,
 )
+from pai_launch.notify import Notifier
 from pai_launch.proctable import ProcessTable
 from pai_launch.reports import generation_end
 from pai_launch.session import SaveSession
@@ -28,8 +29,8 @@ class InternalError(Exception):
 
 
 class Observer:
-    def __init__(self, session: SaveSession, table: ProcessTable, log) -> None:
-        self.session, self.table, self.log = session, table, log
+    def __init__(self, session: SaveSession, table: ProcessTable, log, notifier: Notifier) -> None:
+        self.session, self.table, self.log, self.notifier = session, table, log, notifier
         #: Switch files already logged as dendrites_added this generation (a file is written in several events).
         self.announced: set[str] = set()
 
@@ -44,6 +45,7 @@ class Observer:
             if number is not None and raw.name not in self.announced:
                 self.announced.add(raw.name)
                 self.log.info("dendrites_added", switch=number, file=raw.name, generation=state.generation)
+                self.notifier.status(f"generation {state.generation} running; dendrites added ({raw.name})")
             return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
         elif isinstance(raw, ProcessExited):
             return self.plain_exited(raw, state)

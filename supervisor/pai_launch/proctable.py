@@ -80,6 +80,10 @@ class ProcessTable:
         assert self.log_root is not None, "open() first"
         return str(self.log_root / f"generation-{generation}")
 
+    def run_started(self) -> bool:
+        """The init run, the DataParallel process or a generation's agent is running."""
+        return self._plain is not None or self._agent is not None
+
     # --- ends -----------------------------------------------------------------------------------------
     def plain_ended(self) -> None:
         self._plain = None

@@ -1,10 +1,11 @@
-"""What pai-launch's log says when a generation ends: the event name and its fields, from the typed result."""
+"""What pai-launch says about a run's moments: the log line when a generation ends, and the one-line status a
+service manager shows (systemd's STATUS=), both from the typed state."""
 
 from __future__ import annotations
 
 from pai_launch.events import Cause, GenerationEnded
 from pai_launch.exitcodes import describe_returncode
-from pai_launch.machine_state import State
+from pai_launch.machine_state import Phase, Policy, State
 
 
 def generation_end(event: GenerationEnded, state: State, duration: float) -> tuple[str, dict]:
@@ -18,3 +19,21 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "reached_training": state.reached_training}
     return "generation_failed", {**fields, "error": first.detail}
+
+
+def phase_status(state: State, policy: Policy) -> str:
+    """One line for `systemctl status`: what the run is doing now."""
+    if state.phase is Phase.INIT:
+        return "init run (--perforate_model_parallel)"
+    if state.phase is Phase.ADOPTING:
+        return "moving into the save folder the init run wrote to"
+    if state.phase is Phase.TRAINING:
+        retry = f" (after {state.failures} failed attempt(s))" if state.failures else ""
+        return f"generation {state.generation} running{retry}"
+    if state.phase is Phase.BACKOFF:
+        return f"retrying after failure {state.failures} of {policy.max_failures}: {state.reason}"
+    if state.phase is Phase.STOPPING:
+        return f"stopping: {state.reason}"
+    if state.phase is Phase.DONE:
+        return f"finished with exit code {state.exit_code}: {state.reason}"
+    return "starting"

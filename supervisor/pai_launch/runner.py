@@ -18,8 +18,10 @@ from pai_launch import exitcodes, logs, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import AdoptionRefused, Began, GenerationRefused, Role, SaveFolderAdopted, SaveFolderLost, Tick
+from pai_launch.notify import Notifier, child_env
 from pai_launch.observer import InternalError, Observer
 from pai_launch.proctable import ProcessTable
+from pai_launch.reports import phase_status
 from pai_launch.record import StateError
 from pai_launch.session import SaveFolderError, SaveSession
 
@@ -31,7 +33,9 @@ class Runner:
                  visible: tuple[str, ...]) -> None:
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
         self.policy = policy_for(spec, os.cpu_count() or 1)
-        self.table = ProcessTable(python=spec.python, workdir=spec.workdir, env=env, report=inbox.put, log_dir=spec.log_dir)
+        self.notifier = Notifier(env, os.getpid())
+        self.table = ProcessTable(python=spec.python, workdir=spec.workdir, env=child_env(env), report=inbox.put,
+                                  log_dir=spec.log_dir)
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
 
@@ -39,7 +43,7 @@ class Runner:
         """Supervise the run to its end; StateError (the folder is another pai-launch's) before anything starts."""
         self.session.acquire()  # StateError propagates: nothing was started
         self.log = logs.make_logger(self.spec.log_format, events=self.session.events).bind(run_id=self.session.run_id)
-        self.observer = Observer(self.session, self.table, self.log)
+        self.observer = Observer(self.session, self.table, self.log, self.notifier)
         try:
             self.table.open()
             return self.supervise()
@@ -52,6 +56,7 @@ class Runner:
                     self.log.info("leftovers_killed", processes=killed, survivors=survivors)
             finally:
                 self.session.close()
+                self.notifier.close()
 
     def supervise(self) -> int:
         started = time.monotonic()
@@ -66,6 +71,8 @@ class Runner:
             if self.state.marker_seen and not before.marker_seen:
                 self.log.info("completion_marker_seen", generation=self.state.generation, grace_s=self.spec.grace)
             self.record()
+            self.notifier.report(phase_status(self.state, self.policy),
+                                 stopping=self.state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
             for action in actions:
                 if isinstance(action, Finish):
                     log = self.log.info if action.exit_code == 0 else self.log.error
@@ -73,6 +80,8 @@ class Runner:
                         duration_s=round(time.monotonic() - started, 2))
                     return action.exit_code
                 getattr(self, f"execute_{type(action).__name__}")(action)
+            if self.table.run_started():
+                self.notifier.ready()  # once: the first process of the run is running
 
     def record(self) -> None:
         problem = self.session.record(self.state)
@@ -114,6 +123,7 @@ class Runner:
                 return event
 
     def housekeeping(self) -> None:
+        self.notifier.watchdog(time.monotonic())
         self.table.housekeeping()
         if self.state.phase in (machine.Phase.TRAINING, machine.Phase.BACKOFF):
             problem = self.session.problem()

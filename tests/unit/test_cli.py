@@ -128,3 +128,60 @@ def test_version_and_help(launched, capsys):
     assert run(["-h"]) == 0
     out = capsys.readouterr().out
     assert "Example: pai-launch --nproc 8 train.py" in out and "Exit codes" in out and "--nproc-per-node" in out
+
+
+ENV_SETTINGS = {
+    "PAI_LAUNCH_NPROC": "3", "PAI_LAUNCH_SAVE_NAME": "OUT", "PAI_LAUNCH_GPUS": "0,1,2", "PAI_LAUNCH_GRACE": "7",
+    "PAI_LAUNCH_LOG_FORMAT": "json", "PAI_LAUNCH_LOG_DIR": "logs", "PAI_LAUNCH_POLL": "1", "PAI_LAUNCH_REINIT": "true",
+    "PAI_LAUNCH_DRY_RUN": "yes", "PAI_LAUNCH_MAX_FAILURES": "5", "PAI_LAUNCH_BACKOFF": "0.5",
+    "PAI_LAUNCH_BACKOFF_MAX": "9", "PAI_LAUNCH_STALL_TIMEOUT": "600",
+}
+
+
+def test_every_option_can_come_from_a_pai_launch_environment_variable(launched, monkeypatch, tmp_path):
+    for key, value in ENV_SETTINGS.items():
+        monkeypatch.setenv(key, value)
+    assert run(["train.py"]) == 0
+    spec = launched["spec"]
+    assert (spec.nproc, spec.save_name, spec.save_name_given, spec.gpus, spec.grace) == (3, "OUT", True, ("0", "1", "2"), 7.0)
+    assert (spec.log_format, spec.log_dir, spec.poll, spec.reinit, spec.dry_run) == ("json", tmp_path / "logs", True, True, True)
+    assert (spec.max_failures, spec.max_failures_given, spec.backoff, spec.backoff_max, spec.stall_timeout) == (5, True, 0.5, 9.0, 600.0)
+
+
+def test_data_parallel_from_the_environment(launched, monkeypatch):
+    monkeypatch.setenv("PAI_LAUNCH_DATA_PARALLEL", "1")
+    assert run(["train.py"]) == 0
+    assert launched["spec"].data_parallel
+
+
+def test_the_command_line_wins_over_the_environment(launched, monkeypatch):
+    monkeypatch.setenv("PAI_LAUNCH_NPROC", "3")
+    monkeypatch.setenv("PAI_LAUNCH_GRACE", "7")
+    assert run(["--nproc", "1", "--grace", "2", "train.py"]) == 0
+    assert (launched["spec"].nproc, launched["spec"].grace) == (1, 2.0)
+
+
+def test_fresh_is_never_taken_from_the_environment(launched, monkeypatch):
+    monkeypatch.setenv("PAI_LAUNCH_FRESH", "1")  # a service restarted with it would move its save folder aside each time
+    assert run(["train.py"]) == 0
+    assert not launched["spec"].fresh
+
+
+@pytest.mark.parametrize("key, value, option", [("PAI_LAUNCH_NPROC", "zz", "--nproc"), ("PAI_LAUNCH_POLL", "maybe", "--poll"),
+                                                ("PAI_LAUNCH_NPROC", "0", "less than 1")])
+def test_a_bad_environment_value_is_one_line_naming_it_and_exit_2(launched, monkeypatch, capsys, key, value, option):
+    monkeypatch.setenv(key, value)
+    assert run(["train.py"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pai-launch: error: ") and option in err and "\n" not in err
+    if option.startswith("--"):
+        assert key in err
+    assert "spec" not in launched
+
+
+def test_help_names_the_environment_variable_of_every_option_but_fresh(launched, capsys):
+    assert run(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for key in [*ENV_SETTINGS, "PAI_LAUNCH_DATA_PARALLEL"]:
+        assert key in out, key
+    assert "PAI_LAUNCH_FRESH" not in out
