@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.container.conftest import PODMAN_RUN, podman
@@ -47,6 +48,13 @@ def progress(output: str) -> set[tuple[str, str]]:
                 continue
             found.add((record.get("event"), str(record.get("gen"))))
     return found
+
+
+def _cmdline_mentions(proc: psutil.Process, text: str) -> bool:
+    try:
+        return text in " ".join(proc.cmdline())
+    except psutil.Error:
+        return False
 
 
 def run_args(job: Path, name: str) -> list[str]:
@@ -111,6 +119,8 @@ def test_podman_stop_mid_generation_exits_143_within_grace_and_a_second_containe
         finished = [e for e in json_events(logs()) if e["event"] == "run_finished"]
         assert finished and finished[-1]["reason"] == "stopped by SIGTERM"
         assert podman("top", name, check=False).returncode != 0  # the container, and every process in it, is gone
+        inside = [proc for proc in psutil.process_iter() if _cmdline_mentions(proc, "/opt/pai-launch/")]
+        assert inside == [], inside  # seen from the host too: no process of the image's interpreter is left
     finally:
         podman("rm", "-f", name, check=False)
 
