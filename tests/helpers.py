@@ -238,16 +238,18 @@ L = TypeVar("L", bound=Launch)
 
 
 def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str, str], name: str = "launch",
-                     new_session: bool = False, prefix: Sequence[str] = (), launch_class: type[L] = Launch) -> L:
+                     new_session: bool = False, prefix: Sequence[str] = (), entry: Sequence[str] = ("-m", "pai_launch"),
+                     launch_class: type[L] = Launch) -> L:
     """`[PREFIX...] python -m pai_launch ARGS` with stdout/stderr in files io_dir/NAME.stdout and NAME.stderr.
 
     `new_session` makes it a process-group leader, like a shell job, so a test can signal its whole group as a
-    terminal's Ctrl+C does; `prefix` runs it under another command (setpriv as another user, unshare as PID 1)."""
+    terminal's Ctrl+C does; `prefix` runs it under another command (setpriv as another user, unshare as PID 1);
+    `entry` replaces `-m pai_launch` (a wrapper script that injects a fault, say)."""
     io_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = io_dir / f"{name}.stdout", io_dir / f"{name}.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         popen = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "pai_launch", *args],
+            [*prefix, sys.executable, *entry, *args],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=new_session,
         )
     return launch_class(popen, stdout_path, stderr_path)

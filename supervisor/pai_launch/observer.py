@@ -31,8 +31,8 @@ class InternalError(Exception):
 class Observer:
     def __init__(self, session: SaveSession, table: ProcessTable, log, notifier: Notifier) -> None:
         self.session, self.table, self.log, self.notifier = session, table, log, notifier
-        #: Switch files already logged as dendrites_added this generation (a file is written in several events).
-        self.announced: set[str] = set()
+        #: (generation, switch file) already logged as dendrites_added (a file is written in several events).
+        self.announced: set[tuple[int, str]] = set()
 
     def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
         """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
@@ -42,8 +42,8 @@ class Observer:
             self.log.warning("signal_received", signal=signal.Signals(raw.signum).name, phase=state.phase.value)
         elif isinstance(raw, SaveWritten):
             number = savedir.switch_number(raw.name)
-            if number is not None and raw.name not in self.announced:
-                self.announced.add(raw.name)
+            if number is not None and (state.generation, raw.name) not in self.announced:
+                self.announced.add((state.generation, raw.name))
                 self.log.info("dendrites_added", switch=number, file=raw.name, generation=state.generation)
                 self.notifier.status(f"generation {state.generation} running; dendrites added ({raw.name})")
             return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))

@@ -151,7 +151,6 @@ class Runner:
             self.inbox.put(SaveFolderAdopted(action.name, now))
 
     def execute_StartGeneration(self, action) -> None:
-        self.observer.announced.clear()
         had_switches = savedir.has_switches(self.session.save_dir)
         problem = self.session.problem()
         try:

@@ -785,7 +785,6 @@ def nproc_zero(run: Run) -> str:
 def script_without_pai_flags(run: Run) -> str:
     launch = run.start("--nproc", NPROC, script=NO_PAI_FLAGS)
     rc = run.finish(launch, timeout=60)
-    exited = (events(launch, "init_exited") or [{}])[0]
     tail = (events(launch, "init_output_tail") or [{}])[0].get("tail", "")
     reason = finished(launch).get("reason", "")
     run.check(rc == 3, f"exit code {rc}, expected 3")

@@ -54,13 +54,15 @@ class Scene:
 
     def start(self, *pai_args: str, script_args: tuple[str, ...] | list[str] = (), script: Path | str = FAKE_TRAINER,
               instrument: bool = True, json_logs: bool = True, env: dict[str, str] | None = None,
-              new_session: bool = False, prefix: tuple[str, ...] | list[str] = (), name: str | None = None) -> Launch:
+              new_session: bool = False, prefix: tuple[str, ...] | list[str] = (), name: str | None = None,
+              entry: tuple[str, ...] = ("-m", "pai_launch")) -> Launch:
         """Start `[PREFIX...] pai-launch [--log-format json] PAI_ARGS SCRIPT [instrumentation] SCRIPT_ARGS` in work/,
         its output in io/NAME.stdout and .stderr (default NAME: launchN)."""
         args = [*(["--log-format", "json"] if json_logs else []), *pai_args, str(script),
                 *(self.instrumentation if instrument else []), *script_args]
         launch = start_pai_launch(args, cwd=self.work, io_dir=self.io, env=launch_env(self.root, env),
-                                  name=name or f"launch{len(self.launches)}", new_session=new_session, prefix=prefix)
+                                  name=name or f"launch{len(self.launches)}", new_session=new_session, prefix=prefix,
+                                  entry=entry)
         self.launches.append(launch)
         return launch
 

@@ -7,16 +7,14 @@ and never a bare Python traceback as the only explanation.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers import FAKE_TRAINER, Launch, assert_all_gone, launch_env
+from tests.helpers import Launch, assert_all_gone
+from tests.proc.launch_files import read_events_file, read_state
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
@@ -25,22 +23,12 @@ INTERNAL_ERROR = 70
 
 
 def start_faulty(scene, fault: str, *pai_args: str, script_args=()) -> Launch:
-    """Like scene.start, but through faulty_launch.py with PAI_TEST_FAULT=fault."""
-    index = len(scene.launches)
-    out_path, err_path = scene.io / f"launch{index}.stdout", scene.io / f"launch{index}.stderr"
-    argv = [sys.executable, str(FAULTY_LAUNCH), "--log-format", "json", *pai_args, str(FAKE_TRAINER),
-            *scene.instrumentation, *script_args]
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        popen = subprocess.Popen(argv, cwd=scene.work, env=launch_env(scene.root, {"PAI_TEST_FAULT": fault}),
-                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-    launch = Launch(popen, out_path, err_path)
-    scene.launches.append(launch)
-    return launch
+    """scene.start through faulty_launch.py, with PAI_TEST_FAULT=fault."""
+    return scene.start(*pai_args, script_args=script_args, entry=(str(FAULTY_LAUNCH),), env={"PAI_TEST_FAULT": fault})
 
 
 def saved_events(scene, name: str) -> list[dict]:
-    path = scene.work / "PAI" / ".pai-launch" / "events.jsonl"
-    return [e for e in map(json.loads, path.read_text().splitlines()) if e["event"] == name]
+    return [e for e in read_events_file(scene.work / "PAI") if e["event"] == name]
 
 
 def assert_reported_once(launch: Launch, where: str) -> dict:
@@ -76,7 +64,7 @@ def test_a_crashed_thread_ends_the_run_as_an_internal_error_instead_of_a_hang(sc
     assert rc == INTERNAL_ERROR, launch.log_summary()
     event = assert_reported_once(launch, "the agent's result")
     assert "thread agent-" in event["error"]
-    state = json.loads((scene.work / "PAI" / ".pai-launch" / "state.json").read_text())
+    state = read_state(scene.work / "PAI")
     assert state["last_exit"]["code"] == INTERNAL_ERROR and "injected fault" in state["last_exit"]["reason"]
 
 
