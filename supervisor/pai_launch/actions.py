@@ -60,9 +60,23 @@ class ReportStall:
 
 
 @dataclass(frozen=True)
+class AnnounceStop:
+    """Multi-node: tell every node the job stops (this node's pai-launch got `signum`)."""
+
+    signum: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RecheckProgress:
+    """Look at the save folder again: a shared file system may show another node's switch file late."""
+
+
+@dataclass(frozen=True)
 class Finish:
     exit_code: int
     reason: str
 
 
-Action = StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | SignalRun | KillRun | ScheduleRetry | ReportStall | Finish
+Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | SignalRun | KillRun | ScheduleRetry | ReportStall
+          | AnnounceStop | RecheckProgress | Finish)

@@ -16,12 +16,13 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 
 import psutil
 
-from pai_launch import procs
-from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
+from pai_launch import nodeagent, procs
+from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, WorkerFailure, joined_line
 from pai_launch.relay import LogRelay
 from pai_launch.workers import WorkerExit, WorkerWatch
 
@@ -86,7 +87,9 @@ def _is_collateral(returncode: int) -> bool:
 def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
     """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
     failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, _is_collateral(e.returncode), e.rank))
-    return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank)) for e in failed)
+    offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
+    return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
+                               at=e.at + offset) for e in failed)
 
 
 class _Reporter:
@@ -97,6 +100,9 @@ class _Reporter:
         self._relay = relay
         self._lock = threading.Lock()
 
+    def joined(self, generation: int) -> None:
+        os.write(self._fd, joined_line(generation))
+
     def report(self, result: GenerationResult) -> None:
         with self._lock:
             self._relay.stop()
@@ -106,50 +112,106 @@ class _Reporter:
             os._exit(0)  # torch's remaining teardown (exit barrier, store shutdown) has nothing left to do for us
 
 
+class _RankLabels:
+    """The prefix of a worker's relayed lines: `[rank3]`, and in a multi-node job `[rank3 node1]` (global rank: torch
+    numbers ranks node by node, so it is the group's first rank plus the local rank)."""
+
+    def __init__(self, request: GenerationRequest) -> None:
+        self.nproc = request.nproc
+        self.node = None if request.nodes is None else request.nodes.node_rank
+        self.watch: WorkerWatch | None = None
+
+    def __call__(self, local_rank: int) -> str:
+        if self.node is None:
+            return f"[rank{local_rank}]"
+        group = self.watch.group if self.watch is not None else None
+        rank = f"rank{group[0] * self.nproc + local_rank}" if group is not None else f"local rank {local_rank}"
+        return f"[{rank} node{self.node}]"
+
+
 def run_generation(request: GenerationRequest, result_fd: int) -> None:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     os.environ.update(request.env)
-    config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=request.nproc,
-        run_id=request.elastic_run_id,
-        rdzv_backend="c10d",
-        rdzv_endpoint="localhost:0",
-        max_restarts=0,
-        monitor_interval=0.1,
-        logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
-        shutdown_timeout=max(1, int(request.grace)),
-    )
+    labels = _RankLabels(request)
+    reporter = _Reporter(result_fd, LogRelay(request.log_dir, label=labels).start())
+    generation, node = request.generation, None
+    if request.nodes is not None:
+        entered = nodeagent.enter(request, reporter.joined)
+        if isinstance(entered, GenerationResult):
+            reporter.report(entered)
+        link, generation = entered
+        node = nodeagent.NodeGeneration(request, link, generation)
+        config = nodeagent.launch_config(request, generation)
+    else:
+        config = LaunchConfig(
+            min_nodes=1,
+            max_nodes=1,
+            nproc_per_node=request.nproc,
+            run_id=request.elastic_run_id,
+            rdzv_backend="c10d",
+            rdzv_endpoint="localhost:0",
+            max_restarts=0,
+            monitor_interval=0.1,
+            logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
+            shutdown_timeout=max(1, int(request.grace)),
+        )
     entrypoint_args = procs.dies_with_parent((request.python, *request.args), python=request.python)[1:]
-    reporter = _Reporter(result_fd, LogRelay(request.log_dir).start())
+    concluding = threading.Lock()
+
+    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
+        """Once, whoever gets here first: this node's result (combined with the others' in a multi-node job)."""
+        with concluding:
+            if node is None:
+                reporter.report(GenerationResult(generation, failures=failures, error=error, log_dir=request.log_dir))
+            reporter.report(node.finish(failures, error))
 
     def all_exited(exits: list[WorkerExit]) -> None:
-        failures = failures_from_exits(exits, request.log_dir)
-        reporter.report(GenerationResult(request.generation, failures=failures, log_dir=request.log_dir))
+        conclude(failures_from_exits(exits, request.log_dir))
 
     watch = WorkerWatch(request.nproc, all_exited)
+    labels.watch = watch
+    if node is not None:
+        node.start_monitor(watch)
     try:
         elastic_launch(config, request.python)(*entrypoint_args)
-        result = GenerationResult(request.generation, log_dir=request.log_dir)
+        failures, error = (), None
     except ChildFailedError as exc:
         def order(item):
             rank, f = item
             return (f.timestamp, watch.exit_time(f.pid), _is_collateral(f.exitcode), rank)
 
         failures = tuple(
-            WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(request.log_dir, f.local_rank))
+            WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(request.log_dir, f.local_rank), at=float(f.timestamp))
             for rank, f in sorted(exc.failures.items(), key=order)
         )
-        result = GenerationResult(request.generation, failures=failures, log_dir=request.log_dir)
+        error = None
     except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
-        detail = traceback.format_exception_only(exc)[-1].strip()
-        result = GenerationResult(request.generation, error=detail, log_dir=request.log_dir)
+        failures, error = (), traceback.format_exception_only(exc)[-1].strip()
     watch.stop()
-    reporter.report(result)
+    conclude(failures, error)
+
+
+def _listen_for_stop(fd: int) -> None:
+    """After its request, the supervisor may send StopJob: raise the job's stop flag in node 0's store."""
+    line = _read_line(fd)
+    if line:
+        send_stop(line)
+
+
+def send_stop(line: bytes) -> None:
+    import json
+
+    data = json.loads(line).get("stop")
+    if not data:
+        return
+    stop = StopJob(**data)
+    try:
+        nodeagent.raise_stop_flag(stop)
+    except Exception:  # noqa: BLE001 - the store may be gone already: nothing left to tell
+        pass
 
 
 def _read_line(fd: int) -> bytes:
@@ -174,11 +236,22 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, _ignore)
+    # torch's C++ warnings (a peer's store connection closing, with a stack trace) are noise in the agent; the
+    # workers, which inherit our environment, keep whatever level the user set.
+    user_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    os.environ["TORCH_CPP_LOG_LEVEL"] = user_level or "ERROR"
     import torch.distributed.launcher.api  # noqa: F401  - warm up before the request arrives
+
+    if user_level is None:
+        os.environ.pop("TORCH_CPP_LOG_LEVEL")
 
     line = _read_line(options.request_fd)
     if not line:
         os._exit(0)
+    if line.startswith(b'{"stop"'):  # a standby agent used to tell the job this node is stopping
+        send_stop(line)
+        os._exit(0)
+    threading.Thread(target=_listen_for_stop, args=(options.request_fd,), name="stop-listener", daemon=True).start()
     run_generation(GenerationRequest.from_line(line), options.result_fd)
 
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pai_launch import procs
-from pai_launch.events import AgentReported, ProcessExited, Role
+from pai_launch.events import AgentJoined, AgentReported, ProcessExited, Role
 from pai_launch.plan import Command
-from pai_launch.protocol import GenerationRequest, GenerationResult
+from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob
 from pai_launch.threads import start_guarded
 
 #: Where a child's end is reported: the loop's inbox (its `put`).
@@ -87,32 +87,53 @@ class Agent:
         self._report = report
 
     def run(self, request: GenerationRequest) -> None:
-        """Hand the agent its generation; AgentReported follows from a thread."""
+        """Hand the agent its generation; AgentReported follows from a thread.
+
+        A multi-node agent keeps its request pipe open: a StopJob may follow (see stop_job)."""
         try:
             os.write(self._request_w, request.to_line())
         except BrokenPipeError:
             pass
-        os.close(self._request_w)
-        self._request_w = -1
+        if request.nodes is None:
+            self._close_request()
         start_guarded(self._await_result, name=f"agent-{self.pid}", report=self._report)
 
+    def stop_job(self, stop: StopJob) -> None:
+        """Have the agent raise the job's stop flag in node 0's store (it may be running or standing by)."""
+        if self._request_w >= 0:
+            try:
+                os.write(self._request_w, stop.to_line())
+            except OSError:
+                pass
+            self._close_request()
+
+    def _close_request(self) -> None:
+        if self._request_w >= 0:
+            os.close(self._request_w)
+            self._request_w = -1
+
     def _await_result(self) -> None:
-        chunks = []
+        """Lines until EOF: `{"joined": G}` (multi-node) as soon as it comes, then the result."""
+        buffer, last = b"", b""
         while True:
             chunk = os.read(self._result_r, 65536)
             if not chunk:
                 break
-            chunks.append(chunk)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.startswith(b'{"joined"'):
+                    self._report(AgentJoined(self.pid, int(line.split(b":")[1].strip(b" }")), time.monotonic()))
+                elif line.strip():
+                    last = line
         os.close(self._result_r)
-        data = b"".join(chunks)
-        result = GenerationResult.from_line(data) if data.strip() else None
+        self._close_request()
+        result = GenerationResult.from_line(last) if last.strip() else None
         self._report(AgentReported(self.pid, result, self.popen.wait(), time.monotonic()))
 
     def discard(self) -> None:
         """An unused standby: closing its request pipe makes it exit; it has no workers."""
-        if self._request_w >= 0:
-            os.close(self._request_w)
-            self._request_w = -1
+        self._close_request()
         try:
             os.close(self._result_r)
         except OSError:

@@ -22,7 +22,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch import __version__, exitcodes, logs, plan, procs, savedir
+from pai_launch import __version__, exitcodes, logs, nodes, plan, procs, savedir
 from pai_launch.config import (
     LaunchSpec, PreflightError, default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus,
 )
@@ -101,6 +101,27 @@ def launch(
         "--stall-timeout", env="STALL_TIMEOUT", show_default=False,
         help="Treat a generation as hung after this many seconds without any write to the save folder: SIGUSR1, then "
              "stop and retry. Default: off.")] = None,
+    nnodes: Annotated[str, _option("--nnodes", env="NNODES",
+                                   help="Machines in the job: N, or MIN:MAX to go on with fewer when one is lost.")] = "1",
+    node_rank: Annotated[int, _option("--node-rank", env="NODE_RANK",
+                                      help="This machine's place, 0..N-1. Node 0 runs the init run and serves the "
+                                           "rendezvous store at --rdzv-endpoint.")] = 0,
+    rdzv_endpoint: Annotated[Optional[str], _option(
+        "--rdzv-endpoint", env="RDZV_ENDPOINT", show_default=False,
+        help="HOST[:PORT] of node 0, the same on every node (port default 29400). Needed with --nnodes above 1.")] = None,
+    rdzv_id: Annotated[Optional[str], _option(
+        "--rdzv-id", env="RDZV_ID", show_default=False,
+        help="The job's rendezvous id (each generation rendezvouses as ID-gN). Default: node 0's run id.")] = None,
+    rdzv_timeout: Annotated[float, _option(
+        "--rdzv-timeout", env="RDZV_TIMEOUT",
+        help="Seconds to wait for node 0's store and for every node to join a generation.")] = nodes.DEFAULT_RDZV_TIMEOUT,
+    local_addr: Annotated[Optional[str], _option(
+        "--local-addr", env="LOCAL_ADDR", show_default=False,
+        help="The address other machines reach this one's workers at (default: torch's choice from the host name).")] = None,
+    fs_settle: Annotated[Optional[float], _option(
+        "--fs-settle", env="FS_SETTLE", show_default=False,
+        help="Seconds a shared file system may take to show a file another machine wrote, before a generation counts "
+             "as having made no progress. Default: 30 with --nnodes above 1 or --poll, else 0.")] = None,
     fresh: Annotated[bool, _option(
         "--fresh", env=None,
         help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")] = False,
@@ -138,15 +159,28 @@ def launch(
             backoff=backoff,
             backoff_max=backoff_max,
             stall_timeout=stall_timeout,
+            nodes=_nodes(nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_timeout, local_addr),
+            fs_settle_given=fs_settle,
         )
         preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
-    except PreflightError as exc:
+    except (PreflightError, nodes.NodesError) as exc:
         _error(str(exc))
         return exitcodes.USAGE
     return _launch(spec, env, visible, inbox)
 
 
+def _nodes(nnodes: str, node_rank: int, endpoint: str | None, rdzv_id: str | None, timeout: float,
+           local_addr: str | None) -> nodes.Nodes:
+    low, high = nodes.parse_nnodes(nnodes)
+    host, port = nodes.parse_endpoint(endpoint) if endpoint is not None else ("localhost", nodes.DEFAULT_PORT)
+    spec = nodes.Nodes(min_nodes=low, max_nodes=high, node_rank=node_rank, host=host, port=port, rdzv_id=rdzv_id,
+                       rdzv_timeout=timeout, local_addr=local_addr)
+    nodes.check(spec, endpoint_given=endpoint is not None)
+    return spec
+
+
 def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
+    from pai_launch.coordination import JobSetupError
     from pai_launch.record import StateError
     from pai_launch.runner import Runner
     from pai_launch.session import SaveSession, move_aside
@@ -171,10 +205,34 @@ def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inb
             for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
-        return Runner(spec, session, inbox, env, visible).run()
-    except StateError as exc:
+        store_host = _open_job(spec, session, env, inbox)
+        return Runner(spec, session, inbox, env, visible, store_host=store_host).run()
+    except (StateError, JobSetupError) as exc:
         _error(str(exc))
         return exitcodes.USAGE
+
+
+def _open_job(spec: LaunchSpec, session, env: dict[str, str], inbox: queue.SimpleQueue):
+    """Multi-node, before this node takes anything: node 0 serves the job's store (its StoreHost is returned);
+    another node checks the job against it and takes node 0's run id. JobSetupError: one line, exit 2."""
+    from pai_launch import coordination
+    from pai_launch.notify import child_env
+
+    nodes = spec.nodes
+    if not nodes.multi:
+        return None
+    fingerprint = coordination.job_fingerprint(session.fingerprint, nodes)
+    if nodes.coordinator:
+        info = coordination.store_info(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id),
+                                       fingerprint=fingerprint)
+        host = coordination.StoreHost(spec.python, child_env(env), nodes, info)
+        host.wait_ready()
+        return host
+    info = coordination.probe(spec.python, child_env(env), nodes, fingerprint, session.save_dir, spec.fs_settle,
+                              lambda: coordination.stop_requested(inbox))
+    if info:
+        session.join_job(info["run_id"])
+    return None
 
 
 def _error(message: str) -> None:

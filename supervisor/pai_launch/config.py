@@ -13,12 +13,16 @@ from pathlib import Path
 
 from pai_launch import savedir
 from pai_launch.machine_state import Policy
+from pai_launch.nodes import Nodes
 
 #: On a machine with no spare core, start the next generation's agent only once workers are past start-up.
 STANDBY_DELAY = 4.0
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 LOG_FORMATS = ("auto", "console", "json")
 NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
+#: How long a file written on another node may take to show up here: NFS caches directory attributes
+#: for up to 30 s by default (acdirmin). Used with --nnodes above 1 or --poll; 0 on one machine.
+SHARED_FS_SETTLE = 30.0
 
 
 class PreflightError(Exception):
@@ -55,10 +59,19 @@ class LaunchSpec:
     backoff: float = 1.0
     backoff_max: float = 60.0
     stall_timeout: float | None = None
+    nodes: Nodes = Nodes()
+    #: --fs-settle; None: SHARED_FS_SETTLE on a shared file system (several nodes, --poll), else 0.
+    fs_settle_given: float | None = None
 
     @property
     def save_dir(self) -> Path:
         return self.workdir / self.save_name
+
+    @property
+    def fs_settle(self) -> float:
+        if self.fs_settle_given is not None:
+            return self.fs_settle_given
+        return SHARED_FS_SETTLE if (self.nodes.multi or self.poll) else 0.0
 
 
 def policy_for(spec: LaunchSpec, cpu_count: int) -> Policy:
@@ -68,7 +81,8 @@ def policy_for(spec: LaunchSpec, cpu_count: int) -> Policy:
         grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.max_failures_given,
         max_failures=spec.max_failures, backoff_initial=spec.backoff, backoff_max=spec.backoff_max,
         stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
-        standby_delay=0.0 if spare_core else STANDBY_DELAY,
+        standby_delay=0.0 if spare_core else STANDBY_DELAY, multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
+        node_rank=spec.nodes.node_rank,
     )
 
 
@@ -145,6 +159,13 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
         raise PreflightError(f"--backoff {spec.backoff} / --backoff-max {spec.backoff_max}: give 0 <= --backoff <= --backoff-max")
     if spec.stall_timeout is not None and spec.stall_timeout <= 0:
         raise PreflightError(f"--stall-timeout {spec.stall_timeout} must be positive: give seconds, e.g. --stall-timeout 900")
+    if spec.fs_settle < 0:
+        raise PreflightError(f"--fs-settle {spec.fs_settle:g} is negative: give seconds >= 0, e.g. --fs-settle 30")
+    if spec.nodes.multi:
+        if spec.data_parallel:
+            raise PreflightError("--data-parallel runs one process on one machine: drop it or drop --nnodes")
+        if spec.fresh and not spec.nodes.coordinator:
+            raise PreflightError("--fresh is node 0's to give (it moves the shared save folder aside): drop it on this node")
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
     _check_writable_folder(spec.save_dir, "--save-name")

@@ -66,6 +66,15 @@ class AgentReported:
 
 
 @dataclass(frozen=True)
+class AgentJoined:
+    """A multi-node agent joined generation `generation` (node 0's number, which this node then uses)."""
+
+    agent_pid: int
+    generation: int
+    now: float
+
+
+@dataclass(frozen=True)
 class ThreadFailed:
     """One of the supervisor's own threads raised: a bug, which ends the run as an internal error."""
 
@@ -129,10 +138,20 @@ class Failure:
     log_tail: str = ""
     #: What went wrong, for LAUNCHER and STALL.
     detail: str = ""
+    #: Multi-node: the node (--node-rank) and host the failed rank ran on.
+    node: int | None = None
+    host: str = ""
 
     @classmethod
-    def worker(cls, rank: int, returncode: int, log_tail: str = "") -> Failure:
-        return cls(Cause.WORKER, rank=rank, returncode=returncode, log_tail=log_tail)
+    def worker(cls, rank: int, returncode: int, log_tail: str = "", node: int | None = None, host: str = "") -> Failure:
+        return cls(Cause.WORKER, rank=rank, returncode=returncode, log_tail=log_tail, node=node, host=host)
+
+    @property
+    def where(self) -> str:
+        """' on node 1 (gpu07)' in a multi-node job, else nothing."""
+        if self.node is None:
+            return ""
+        return f" on node {self.node}" + (f" ({self.host})" if self.host else "")
 
     @classmethod
     def launcher(cls, detail: str) -> Failure:
@@ -144,7 +163,7 @@ class Failure:
 
     def describe(self) -> str:
         if self.cause is Cause.WORKER:
-            return f"rank {self.rank} failed with {exitcodes.describe_returncode(self.returncode or 0)}"
+            return f"rank {self.rank}{self.where} failed with {exitcodes.describe_returncode(self.returncode or 0)}"
         if self.cause is Cause.LAUNCHER:
             return f"the launcher failed: {self.detail}"
         return self.detail
@@ -169,6 +188,20 @@ class GenerationEnded:
     #: switch_*.pt files written or rewritten during the generation.
     progressed: tuple[str, ...] = ()
     now: float = 0.0
+    #: Multi-node: the whole job was stopped from some node (the signal, and why).
+    stopped: tuple[int, str] | None = None
+    #: Multi-node: a problem that retrying cannot fix (the save folder is not shared).
+    fatal: str | None = None
+    #: A second look at the save folder while a shared file system settles (no process ended).
+    recheck: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationJoined:
+    """This node runs generation `generation`, node 0's number for it."""
+
+    generation: int
+    now: float
 
 
 @dataclass(frozen=True)
@@ -200,6 +233,6 @@ class Tick:
     now: float
 
 
-Observation = SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | ThreadFailed
-Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationRefused | MarkerAppeared
-         | SaveActivity | SaveFolderLost | SignalReceived | Tick)
+Observation = SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | ThreadFailed
+Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationJoined | GenerationRefused
+         | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick)

@@ -1,6 +1,6 @@
 """One pai-launch per save folder: two locks, both released by the kernel however their holder dies.
 
-- An flock on SAVE/.pai-launch/lock.node0, holding the holder's PID: seen by every machine that
+- An flock on SAVE/.pai-launch/lock.node<R> (R: the node rank), holding the holder's PID: seen by every machine that
   shares the folder (NFS, a volume mounted into several containers).
 - An abstract unix socket named after the folder's absolute path: seen on this machine only, but it
   does not live in the folder, so a save folder that was removed and re-created cannot be taken by a
@@ -19,7 +19,8 @@ from pathlib import Path
 
 from pai_launch.record import STATE_DIR, StateError
 
-LOCK_FILE = "lock.node0"
+def lock_file(node: int) -> str:
+    return f"lock.node{node}"
 
 
 class LockHeld(StateError):
@@ -33,10 +34,11 @@ def _held(save_dir: Path, holder: str) -> LockHeld:
 class PathLock:
     """A listening abstract socket whose name is derived from the save folder's absolute path."""
 
-    def __init__(self, save_dir: Path) -> None:
+    def __init__(self, save_dir: Path, node: int = 0) -> None:
         self.save_dir = save_dir
         digest = hashlib.sha256(os.fsencode(os.path.realpath(save_dir))).hexdigest()[:40]
-        self.address = f"\0pai-launch/save-folder/{digest}"
+        suffix = "" if node == 0 else f"/node{node}"  # several nodes of one job may share a machine
+        self.address = f"\0pai-launch/save-folder/{digest}{suffix}"
         self._socket: socket.socket | None = None
 
     def acquire(self) -> None:
@@ -67,11 +69,11 @@ class PathLock:
 
 
 class FolderLock:
-    """An exclusive flock on SAVE/.pai-launch/lock.node0, holding the holder's PID for error messages."""
+    """An exclusive flock on SAVE/.pai-launch/lock.node<R>, holding the holder's PID for error messages."""
 
-    def __init__(self, save_dir: Path) -> None:
+    def __init__(self, save_dir: Path, node: int = 0) -> None:
         self.save_dir = save_dir
-        self.path = save_dir / STATE_DIR / LOCK_FILE
+        self.path = save_dir / STATE_DIR / lock_file(node)
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -108,10 +110,10 @@ class FolderLock:
 class SaveFolderLock:
     """Both locks, taken path lock first: LockHeld when a live pai-launch holds either."""
 
-    def __init__(self, save_dir: Path) -> None:
+    def __init__(self, save_dir: Path, node: int = 0) -> None:
         self.save_dir = save_dir
-        self._path_lock = PathLock(save_dir)
-        self._folder_lock = FolderLock(save_dir)
+        self._path_lock = PathLock(save_dir, node)
+        self._folder_lock = FolderLock(save_dir, node)
 
     @property
     def path(self) -> Path:

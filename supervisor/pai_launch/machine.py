@@ -16,13 +16,15 @@ import signal
 from dataclasses import replace
 
 from pai_launch import exitcodes, outcomes
-from pai_launch.actions import Action, AdoptSaveFolder, KillRun, PrepareAgent, ReportStall, SignalRun, StartInit
+from pai_launch.actions import (
+    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportStall, SignalRun, StartInit,
+)
 from pai_launch.events import (
-    AdoptionRefused, Began, Event, GenerationEnded, GenerationRefused, InitExited, MarkerAppeared, SaveActivity,
-    SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
+    AdoptionRefused, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, MarkerAppeared,
+    SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
-    FORWARD_SIGNALS, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
+    FORWARD_SIGNALS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
     start_generation, stop,
 )
 
@@ -57,11 +59,21 @@ def _on_signal(policy: Policy, state: State, event: SignalReceived) -> tuple[Sta
         return state, ([SignalRun(signum)] if state.phase in RUNNING else [])
     if signum not in STOP_SIGNALS:
         return state, []
+    if not policy.multi_node or state.announced:
+        return _stop_on_signal(policy, state, event)
+    # The whole job stops: the other nodes hear of it before this node's processes go.
+    announce = AnnounceStop(signum, f"{signal.Signals(signum).name} to node {policy.node_rank}'s pai-launch")
+    stopped, actions = _stop_on_signal(policy, replace(state, announced=True), event)
+    return stopped, [announce, *actions]
+
+
+def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tuple[State, list[Action]]:
+    signum = event.signum
     name = signal.Signals(signum).name
     code = exitcodes.for_signal(signum)
     if state.phase is Phase.STARTING:
         return finish(state, code, f"stopped by {name} before anything was started")
-    if state.phase in (Phase.BACKOFF, Phase.ADOPTING):
+    if state.phase in IDLE:
         return finish(state, code, f"stopped by {name}")
     if state.phase is Phase.STOPPING:
         if state.stop_cause is not StopCause.SIGNAL:
@@ -84,6 +96,8 @@ def _on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Act
         # Workers that started after the stop signal went out (torch spawns them a moment later) get it too.
         return state, [SignalRun(state.stop_signal, only_new=True)] if state.stop_signal is not None else []
     state, actions = _standby_due(policy, state, now)
+    if state.phase is Phase.SETTLING:
+        return state, [*actions, RecheckProgress()]
     if state.phase is Phase.BACKOFF:
         if state.retry_at is not None and now >= state.retry_at:
             fresh, started = start_generation(state, now)
@@ -113,7 +127,7 @@ def _standby_due(policy: Policy, state: State, now: float) -> tuple[State, list[
     """
     if policy.standby_delay is None or policy.data_parallel or state.standby:
         return state, []
-    if state.phase not in (Phase.INIT, Phase.TRAINING, Phase.BACKOFF):
+    if state.phase not in (Phase.INIT, Phase.TRAINING, Phase.BACKOFF, Phase.SETTLING):
         return state, []
     if state.phase is Phase.TRAINING and now - state.started_at < policy.standby_delay:
         return state, []
@@ -133,8 +147,15 @@ def _on_marker(policy: Policy, state: State, event: MarkerAppeared) -> tuple[Sta
     return state, []
 
 
+def _on_joined(policy: Policy, state: State, event: GenerationJoined) -> tuple[State, list[Action]]:
+    """Another node's pai-launch may be on another count (it was restarted): node 0's number wins."""
+    if state.phase is not Phase.TRAINING:
+        return state, []
+    return replace(state, generation=event.generation), []
+
+
 def _on_save_lost(policy: Policy, state: State, event: SaveFolderLost) -> tuple[State, list[Action]]:
-    if state.phase in (Phase.BACKOFF, Phase.ADOPTING, Phase.STARTING):
+    if state.phase in (*IDLE, Phase.STARTING):
         return finish(state, exitcodes.SAVE_FOLDER, event.reason)
     if state.phase in RUNNING:
         return stop(policy, state, signal.SIGTERM, event.now, StopCause.SAVE_LOST, exitcodes.SAVE_FOLDER, event.reason)
@@ -182,6 +203,7 @@ _HANDLERS = {
     InitExited: _on_init_exited,
     SaveFolderAdopted: _on_adopted,
     AdoptionRefused: _on_adoption_refused,
+    GenerationJoined: _on_joined,
     GenerationRefused: outcomes.on_generation_refused,
     GenerationEnded: outcomes.on_generation_ended,
 }

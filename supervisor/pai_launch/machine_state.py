@@ -25,12 +25,16 @@ class Phase(Enum):
     ADOPTING = "adopting"
     TRAINING = "training"
     BACKOFF = "backoff"
+    #: Every worker exited 0 and no progress is visible yet: a shared file system gets a moment to show it.
+    SETTLING = "settling"
     STOPPING = "stopping"
     DONE = "done"
 
 
 #: Phases in which processes of the run are running.
 RUNNING = (Phase.INIT, Phase.TRAINING)
+#: Phases with nothing running that a stop ends at once.
+IDLE = (Phase.BACKOFF, Phase.ADOPTING, Phase.SETTLING)
 
 
 class StopCause(Enum):
@@ -62,6 +66,11 @@ class Policy:
     save_name_given: bool = False
     #: Seconds into a generation before the next one's agent is started ahead; None: never.
     standby_delay: float | None = 0.0
+    #: Several nodes: a stop here is announced to the whole job, and a job-wide stop ends this node's run.
+    multi_node: bool = False
+    #: Seconds a shared file system may take to show another node's switch file before "no progress" is decided.
+    fs_settle: float = 0.0
+    node_rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,10 @@ class State:
     reached_training: bool = False
     #: An agent for the next generation has been asked for and not used yet.
     standby: bool = False
+    #: SETTLING: when "no progress" is decided if the save folder still shows none.
+    settle_deadline: float | None = None
+    #: Multi-node: this node's stop has been announced to the job.
+    announced: bool = False
 
 
 # --- transitions every handler shares ----------------------------------------------------------------
@@ -116,5 +129,5 @@ def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
     nxt = state.generation + 1
     fresh = replace(state, phase=Phase.TRAINING, generation=nxt, started_at=now, marker_deadline=None, retry_at=None,
                     last_activity=now, stall_stop_at=None, stop_cause=None, stop_signal=None, reached_training=False,
-                    standby=False)
+                    standby=False, settle_deadline=None)
     return fresh, [StartGeneration(nxt)]

@@ -11,8 +11,8 @@ import signal
 
 from pai_launch import exitcodes, machine, savedir
 from pai_launch.events import (
-    AgentReported, Failure, GenerationEnded, GenerationRefused, InitExited, Observation, ProcessExited, Role, SaveActivity,
-    SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed,
+    AgentJoined, AgentReported, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, Observation,
+    ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed,
 )
 from pai_launch.notify import Notifier
 from pai_launch.proctable import ProcessTable
@@ -51,6 +51,13 @@ class Observer:
             return self.plain_exited(raw, state)
         elif isinstance(raw, AgentReported):
             return self.agent_reported(raw, state) if self.table.agent_ended(raw.agent_pid) else None
+        elif isinstance(raw, AgentJoined):
+            if not self.table.is_current_agent(raw.agent_pid):
+                return None
+            if raw.generation != state.generation:
+                self.log.warning("generation_joined", generation=raw.generation, instead_of=state.generation,
+                                 hint="node 0 numbers the job's generations; this node follows")
+            return GenerationJoined(raw.generation, raw.now)
         elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
             self.log.error("save_folder_failed", reason=raw.reason)
         return raw  # type: ignore[return-value] - the rest are events already
@@ -76,13 +83,22 @@ class Observer:
         elif result.error:
             failures = (Failure.launcher(result.error),)
         else:
-            failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail) for f in result.failures)
-        event = GenerationEnded(failures, complete=self.session.complete(), progressed=self.session.progress(), now=raw.now)
+            multi = self.session.spec.nodes.multi
+            failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
+                             for f in result.failures)
+        stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
+        event = GenerationEnded(failures, complete=self.session.complete(), progressed=self.session.progress(), now=raw.now,
+                                stopped=stopped, fatal=result.fatal if result else None)
         return self.generation_ended(event, state, round(raw.now - state.started_at, 2))
 
     def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
         name, fields = generation_end(event, state, duration)
-        (self.log.error if event.failures else self.log.info)(name, **fields)
+        if event.stopped is not None:
+            self.log.warning(name, **fields)
+            return event
+        (self.log.error if (event.failures or event.fatal) else self.log.info)(name, **fields)
         if event.failures and event.failures[0].log_tail:
-            self.log.error("worker_log_tail", rank=event.failures[0].rank, tail=event.failures[0].log_tail)
+            first = event.failures[0]
+            where = {} if first.node is None else {"node": first.node, "host": first.host}
+            self.log.error("worker_log_tail", rank=first.rank, **where, tail=first.log_tail)
         return event

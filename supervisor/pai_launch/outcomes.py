@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pai_launch import exitcodes
-from pai_launch.actions import Action, ScheduleRetry
+from pai_launch.actions import Action, RecheckProgress, ScheduleRetry
 from pai_launch.events import Failure, GenerationEnded, GenerationRefused
 from pai_launch.machine_state import STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation
 
@@ -68,6 +68,17 @@ def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Fai
 
 
 def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
+    if event.fatal is not None and state.phase in (Phase.TRAINING, Phase.STOPPING):
+        return finish(state, exitcodes.SAVE_FOLDER, event.fatal)
+    if event.stopped is not None and state.phase is Phase.TRAINING:
+        signum, why = event.stopped
+        return finish(state, exitcodes.for_signal(signum), f"the job was stopped: {why}")
+    if event.recheck:  # a second look while a shared file system settles
+        if state.phase is not Phase.SETTLING:
+            return state, []
+        if not (event.progressed or event.complete) and event.now < (state.settle_deadline or 0.0):
+            return state, []
+        state = replace(state, phase=Phase.TRAINING, settle_deadline=None)
     if state.phase is Phase.STOPPING:
         if state.stop_cause is StopCause.STALL:
             return _on_failure(policy, state, _stall_failure(policy, state, None), event, reached_training=True)
@@ -84,6 +95,11 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if failure is not None:
         return _on_failure(policy, state, failure, event, state.reached_training or bool(event.progressed))
     code, reason = judge_generation(policy, event)
+    if code == exitcodes.NO_PROGRESS and not event.recheck and policy.fs_settle > 0:
+        # Every worker exited 0 and no progress shows: a switch file written on another node may show up late.
+        return replace(state, phase=Phase.SETTLING, settle_deadline=event.now + policy.fs_settle), [RecheckProgress()]
+    if code == exitcodes.NO_PROGRESS and policy.fs_settle > 0:
+        reason += f" (the save folder was watched {policy.fs_settle:g} s more for another node's files to show up)"
     if code is not None:
         return finish(state, code, reason)
     return start_generation(replace(state, failures=0, early_failure=None), event.now)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pai_launch.config import LaunchSpec
-from pai_launch.protocol import GenerationRequest
+from pai_launch.protocol import GenerationRequest, NodeRequest
 
 RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"
 GENERATION_ENV = "PAI_LAUNCH_GENERATION"
@@ -66,13 +66,25 @@ def generation_env(spec: LaunchSpec, run_id: str, generation: int, base_env: dic
     return env
 
 
+def job_id(spec: LaunchSpec, run_id: str) -> str:
+    """The job's rendezvous id: --rdzv-id (a Slurm job id), else the run id every node shares."""
+    return spec.nodes.rdzv_id or run_id
+
+
 def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_folder: str | None, base_env: dict[str, str],
-                       log_dir: str) -> GenerationRequest:
-    """What the agent is handed for one generation: its workers' command, environment and log folder."""
+                       log_dir: str, save_dir: Path | None = None) -> GenerationRequest:
+    """What the agent is handed for one generation: its workers' command, environment and log folder (and, in a
+    multi-node job, where the job's store is)."""
+    nodes = None
+    if spec.nodes.multi:
+        n = spec.nodes
+        nodes = NodeRequest(node_rank=n.node_rank, min_nodes=n.min_nodes, max_nodes=n.max_nodes, host=n.host, port=n.port,
+                            rdzv_timeout=n.rdzv_timeout, job_id=job_id(spec, run_id), save_dir=str(save_dir or spec.save_dir),
+                            fs_settle=spec.fs_settle, local_addr=n.local_addr)
     return GenerationRequest(
         generation=generation, nproc=spec.nproc, python=spec.python, args=worker_args(spec, load_folder),
         env=generation_env(spec, run_id, generation, base_env), log_dir=log_dir, grace=spec.grace,
-        elastic_run_id=new_elastic_run_id(run_id, generation),
+        elastic_run_id=new_elastic_run_id(run_id, generation), nodes=nodes,
     )
 
 
@@ -101,6 +113,8 @@ def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: 
     if needs_init:
         init = init_command(spec, run_id, visible)
         block("init run (1 process, stdin /dev/null)", init.argv, init.env)
+    elif spec.nodes.multi and not spec.nodes.coordinator:
+        lines.append("init run: node 0's (this node waits for its outputs in the shared save folder)")
     else:
         lines.append("init run: skipped (the save folder already holds its outputs and switch files)")
     if spec.data_parallel:
@@ -109,8 +123,14 @@ def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: 
         return lines
     first_load = resume_folder
     env = generation_env(spec, run_id, 1, base_env)
+    if spec.nodes.multi:
+        n = spec.nodes
+        lines.append(f"nodes: {n.describe()}; rendezvous id {job_id(spec, run_id)}-gN per generation"
+                     + (" (this node serves the store)" if n.coordinator else " (node 0 serves the store)"))
+    where = ("c10d rendezvous in node 0's store at " + spec.nodes.endpoint) if spec.nodes.multi else \
+        "c10d rendezvous on a free local port"
     block(
-        f"generation 1 ({spec.nproc} workers, torch elastic agent, c10d rendezvous on a free local port)",
+        f"generation 1 ({spec.nproc} workers, torch elastic agent, {where})",
         (spec.python, *worker_args(spec, first_load)),
         env,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +21,11 @@ from pai_launch import procs
 from pai_launch.children import Agent, PlainProcess
 from pai_launch.events import Role
 from pai_launch.plan import Command
-from pai_launch.protocol import GenerationRequest
+from pai_launch.protocol import GenerationRequest, StopJob
 
 FINAL_SWEEP_TIMEOUT = 2.0
+#: How long a standby agent may take to connect to node 0's store and raise the job's stop flag.
+STOP_FLAG_TIMEOUT = 10.0
 LOG_ROOT_PREFIX = "pai-launch-logs-"
 
 
@@ -47,8 +50,15 @@ class ProcessTable:
         self._plain: PlainProcess | None = None
         self._agent: Agent | None = None
         self._standby: Agent | None = None
+        #: A standby asked to raise the job's stop flag (close() gives it a moment to do so).
+        self._stopping_standby: Agent | None = None
         #: (process, signal) pairs already sent, so a stop signal reaches late workers once and nobody twice.
         self._sent: set[tuple[psutil.Process, int]] = set()
+
+    @property
+    def child_env(self) -> dict[str, str]:
+        """The environment every child starts from."""
+        return dict(self._env)
 
     def open(self) -> None:
         """Become a subreaper and make the private log folder (not earlier: a dry run must write nothing)."""
@@ -79,6 +89,20 @@ class ProcessTable:
     def generation_log_dir(self, generation: int) -> str:
         assert self.log_root is not None, "open() first"
         return str(self.log_root / f"generation-{generation}")
+
+    def is_current_agent(self, pid: int) -> bool:
+        return self._agent is not None and self._agent.pid == pid
+
+    def stop_job(self, stop: StopJob) -> bool:
+        """Through the running agent, else the standby: raise the job's stop flag. False: no agent to ask."""
+        agent = self._agent or self._standby
+        if agent is None:
+            return False
+        agent.stop_job(stop)
+        if agent is self._standby:
+            self._standby = None  # it exits once the flag is raised; the table still sweeps it at close
+            self._stopping_standby = agent
+        return True
 
     def run_started(self) -> bool:
         """The init run, the DataParallel process or a generation's agent is running."""
@@ -135,6 +159,11 @@ class ProcessTable:
         Returns (processes killed, pids that survived the sweep).
         """
         self._discard_standby()
+        if self._stopping_standby is not None:
+            try:
+                self._stopping_standby.popen.wait(STOP_FLAG_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
         self._descendants.refresh()
         killed, survivors = 0, []
         if self._descendants.alive():

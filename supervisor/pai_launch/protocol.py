@@ -22,6 +22,8 @@ class GenerationRequest:
     log_dir: str
     grace: float
     elastic_run_id: str
+    #: Set for a multi-node job: where the job's store is and this node's place in it.
+    nodes: NodeRequest | None = None
 
     def to_line(self) -> bytes:
         return (json.dumps(asdict(self)) + "\n").encode()
@@ -30,7 +32,49 @@ class GenerationRequest:
     def from_line(cls, line: bytes) -> GenerationRequest:
         data = json.loads(line)
         data["args"] = tuple(data["args"])
+        if data.get("nodes") is not None:
+            data["nodes"] = NodeRequest(**data["nodes"])
         return cls(**data)
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    """A generation of a multi-node job: the rendezvous runs in node 0's store at host:port."""
+
+    node_rank: int
+    min_nodes: int
+    max_nodes: int
+    host: str
+    port: int
+    rdzv_timeout: float
+    #: The job's rendezvous id; each generation rendezvouses as JOB-gN.
+    job_id: str
+    #: The shared save folder, where node 0's init run must have written (checked by the other nodes).
+    save_dir: str
+    #: How long a file written on another node may take to show up here (a shared file system's caching).
+    fs_settle: float
+    local_addr: str | None = None
+
+
+@dataclass(frozen=True)
+class StopJob:
+    """Sent to an agent (running or standby): this node's pai-launch is stopping, so the whole job stops.
+
+    The agent sets the job's stop flag in node 0's store at host:port; every node's agent sees it.
+    """
+
+    signum: int
+    reason: str
+    host: str
+    port: int
+
+    def to_line(self) -> bytes:
+        return (json.dumps({"stop": asdict(self)}) + "\n").encode()
+
+
+def joined_line(generation: int) -> bytes:
+    """The agent's first line in a multi-node job: the generation it really joined (node 0's number)."""
+    return (json.dumps({"joined": generation}) + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -41,6 +85,13 @@ class WorkerFailure:
     returncode: int
     pid: int
     log_tail: str = ""
+    #: Which node it ran on (--node-rank) and that node's host name.
+    node: int = 0
+    host: str = ""
+    #: When its exit was seen (time.time(), comparable across nodes).
+    at: float = 0.0
+    #: Stopped by the launcher because something else failed first.
+    collateral: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +102,13 @@ class GenerationResult:
     failures: tuple[WorkerFailure, ...] = ()
     error: str | None = None
     log_dir: str = ""
+    #: Multi-node: the job was stopped by a signal to some node's pai-launch (signal number, why).
+    stopped_signal: int | None = None
+    stopped_reason: str = ""
+    #: Multi-node: a problem retrying cannot fix (the save folder is not shared).
+    fatal: str | None = None
+    #: Multi-node: the nodes that ran this generation.
+    members: int = 1
 
     def to_line(self) -> bytes:
         return (json.dumps(asdict(self)) + "\n").encode()

@@ -11,6 +11,7 @@ import glob
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import BinaryIO
 
 INTERVAL = 0.05
@@ -18,8 +19,11 @@ _STREAMS = {"stdout.log": "stdout", "stderr.log": "stderr"}
 
 
 class LogRelay:
-    def __init__(self, log_dir: str, sinks: dict[str, BinaryIO] | None = None) -> None:
-        """`sinks` maps "stdout"/"stderr" to where that stream's lines go (default: this process's own)."""
+    def __init__(self, log_dir: str, sinks: dict[str, BinaryIO] | None = None,
+                 label: Callable[[int], str] = lambda local_rank: f"[rank{local_rank}]") -> None:
+        """`sinks` maps "stdout"/"stderr" to where that stream's lines go (default: this process's own); `label` names
+        a local rank in the prefix."""
+        self._label = label
         self._pattern = os.path.join(log_dir, "**", "attempt_*", "*", "std*.log")
         self._sinks = sinks
         self._offsets: dict[str, int] = {}
@@ -48,7 +52,7 @@ class LogRelay:
                     continue
                 stream = _STREAMS[name]
                 sink = self._sinks[stream] if self._sinks is not None else getattr(sys, stream).buffer
-                self._copy(path, f"[rank{int(local_rank)}]: ".encode(), sink, final)
+                self._copy(path, f"{self._label(int(local_rank))}: ".encode(), sink, final)
 
     def _copy(self, path: str, prefix: bytes, sink: BinaryIO, final: bool) -> None:
         try:

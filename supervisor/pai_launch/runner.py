@@ -14,13 +14,16 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import exitcodes, logs, machine, plan, savedir
+from pai_launch import coordination, exitcodes, logs, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
-from pai_launch.events import AdoptionRefused, Began, GenerationRefused, Role, SaveFolderAdopted, SaveFolderLost, Tick
+from pai_launch.events import (
+    AdoptionRefused, Began, GenerationEnded, GenerationRefused, Role, SaveFolderAdopted, SaveFolderLost, Tick,
+)
 from pai_launch.notify import Notifier, child_env
 from pai_launch.observer import InternalError, Observer
 from pai_launch.proctable import ProcessTable
+from pai_launch.protocol import StopJob
 from pai_launch.reports import phase_status
 from pai_launch.record import StateError
 from pai_launch.session import SaveFolderError, SaveSession
@@ -30,7 +33,8 @@ TICK = 0.2
 
 class Runner:
     def __init__(self, spec: LaunchSpec, session: SaveSession, inbox: queue.SimpleQueue, env: dict[str, str],
-                 visible: tuple[str, ...]) -> None:
+                 visible: tuple[str, ...], store_host: coordination.StoreHost | None = None) -> None:
+        """`store_host`: node 0 of a multi-node job serves the job's store (closed when the run ends)."""
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
         self.policy = policy_for(spec, os.cpu_count() or 1)
         self.notifier = Notifier(env, os.getpid())
@@ -38,19 +42,29 @@ class Runner:
                                   log_dir=spec.log_dir)
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
+        self.store_host = store_host
 
     def run(self) -> int:
         """Supervise the run to its end; StateError (the folder is another pai-launch's) before anything starts."""
-        self.session.acquire()  # StateError propagates: nothing was started
+        try:
+            self.session.acquire()  # StateError propagates: nothing was started
+        except StateError:
+            if self.store_host is not None:
+                self.store_host.close()
+            raise
         self.log = logs.make_logger(self.spec.log_format, events=self.session.events).bind(run_id=self.session.run_id)
-        self.observer = Observer(self.session, self.table, self.log, self.notifier)
         try:
             self.table.open()
+            if self.store_host is not None:
+                self.store_host.publish_token(self.session.save_dir)
+            self.observer = Observer(self.session, self.table, self.log, self.notifier)
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
         finally:
             try:
+                if self.store_host is not None:
+                    self.store_host.close()
                 killed, survivors = self.table.close()
                 if killed:
                     self.log.info("leftovers_killed", processes=killed, survivors=survivors)
@@ -61,6 +75,9 @@ class Runner:
     def supervise(self) -> int:
         started = time.monotonic()
         self.inbox.put(Began(self.session.needs_init(), started))  # behind any signal already queued
+        if self.spec.nodes.multi:
+            self.log.info("job_nodes", nodes=self.spec.nodes.describe(), job_id=plan.job_id(self.spec, self.session.run_id),
+                          serving_store=self.store_host is not None)
         self.log.info("run_started", script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
                       mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid(),
                       resumed=self.session.previous is not None, generation=self.state.generation, failures=self.state.failures)
@@ -170,7 +187,7 @@ class Runner:
             return
         self.session.generation_starting()
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
-                                          self.table.generation_log_dir(action.generation))
+                                          self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir)
         pid, warm = self.table.start_agent(request)
         self.log.info("generation_started", generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
                       agent_pid=pid, warm_agent=warm)
@@ -194,6 +211,21 @@ class Runner:
     def execute_ScheduleRetry(self, action) -> None:
         self.log.warning("retry_scheduled", delay_s=action.delay, failures=action.failures,
                          max_failures=self.spec.max_failures, reason=action.reason)
+
+    def execute_AnnounceStop(self, action) -> None:
+        nodes = self.spec.nodes
+        if self.store_host is not None:
+            self.store_host.set(coordination.STOP_KEY, coordination.stop_message(action.signum, action.reason))
+            told = True
+        else:
+            told = self.table.stop_job(StopJob(action.signum, action.reason, nodes.host, nodes.port))
+        log = self.log.info if told else self.log.warning
+        log("job_stop_announced", reason=action.reason, told=told,
+            **({} if told else {"hint": "no agent to reach node 0's store: the other nodes notice this node is gone"}))
+
+    def execute_RecheckProgress(self, action) -> None:
+        self.inbox.put(GenerationEnded(complete=self.session.complete(), progressed=self.session.progress(),
+                                       now=time.monotonic(), recheck=True))
 
     def execute_ReportStall(self, action) -> None:
         self.log.error("stall_detected", generation=self.state.generation, idle_s=round(action.idle, 1),

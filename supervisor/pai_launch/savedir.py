@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 MARKER = ".training_complete"
@@ -126,3 +127,22 @@ def health_problem(folder: Path) -> str | None:
     if available < needed:
         return f"the disk holding {folder} is full: {available // 1024} KiB free, at least {needed // 1024} KiB needed"
     return None
+
+
+def wait_shown(path: Path | str, settle: float, content: str | None = None) -> bool:
+    """Whether `path` (holding `content`, if given) shows up within `settle` seconds.
+
+    A file another machine wrote may show up late on a shared file system (attribute caching); opening it,
+    rather than looking up its name, makes an NFS client check with the server.
+    """
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            with open(path) as handle:
+                if content is None or handle.read().strip() == content:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)

@@ -69,7 +69,9 @@ class SaveSession:
         previous_id = self.previous.run_id if self.previous else None
         self.run_id = env.get(plan.RUN_ID_ENV) or previous_id or plan.new_run_id(dict(env))
         self.save_name = self.previous.save_name if self.previous else spec.save_name
-        self.lock = SaveFolderLock(self.save_dir)
+        #: Node 0 writes state.json and quarantines torn files; the other nodes of a job only read the folder.
+        self.node = spec.nodes.node_rank
+        self.lock = SaveFolderLock(self.save_dir, self.node)
         self.events: EventsFile | None = None
         self._identity: tuple[int, int] | None = None
         self._written: RunRecord | None = None
@@ -88,7 +90,17 @@ class SaveSession:
         return dict(save_name=self.save_name, generation=prev.generation if prev else 0, failures=prev.failures if prev else 0,
                     init_done=prev.init_done if prev else False, last_switch=prev.last_switch if prev else None)
 
+    def events_path(self) -> Path:
+        name = self.store.events_path.name if self.node == 0 else f"events.node{self.node}.jsonl"
+        return self.store.folder / name
+
+    def join_job(self, run_id: str) -> None:
+        """A node other than 0 takes node 0's run id (every worker of the job gets the same PAI_LAUNCH_RUN_ID)."""
+        self.run_id = run_id
+
     def needs_init(self) -> bool:
+        if self.node != 0:
+            return False  # node 0 runs it; this node waits for its outputs in the shared folder
         if self.spec.reinit or not savedir.has_init_outputs(self.save_dir):
             return True
         return not ((self.previous is not None and self.previous.init_done) or savedir.has_switches(self.save_dir))
@@ -98,7 +110,7 @@ class SaveSession:
         try:
             self.lock.acquire()
             self._identity = _identity(self.save_dir)
-            self.events = EventsFile(self.store.events_path)
+            self.events = EventsFile(self.events_path())
         except OSError as exc:
             self.lock.release()
             raise StateError(f"cannot use the save folder {self.save_dir}: {exc.strerror or exc}: check its permissions") from exc
@@ -106,8 +118,10 @@ class SaveSession:
     # --- the record -----------------------------------------------------------------------------------
     def record(self, state: State) -> str | None:
         """Write state.json when what it records of `state` changed; the problem when it cannot be written."""
-        if self.replaced():
-            return None  # our folder was removed: never write our state into whatever now has its name
+        if self.replaced() or self.node != 0:
+            # Our folder was removed: never write our state into whatever now has its name. And only node 0
+            # writes the job's record.
+            return None
         if state.phase is Phase.DONE:
             self._last_exit = {"code": state.exit_code, "reason": state.reason}
         elif state.phase is Phase.BACKOFF:
@@ -164,7 +178,7 @@ class SaveSession:
         self._written = None
         if self.events is not None:
             try:
-                self.events.move_to(self.store.events_path)
+                self.events.move_to(self.events_path())
             except OSError as exc:
                 raise SaveFolderError(f"cannot move {old_store.events_path} into {new_dir}: {exc.strerror or exc}") from exc
         old_lock.release()
@@ -179,7 +193,10 @@ class SaveSession:
     # --- generations ----------------------------------------------------------------------------------
     def resume_folder(self, on_quarantine: Callable[[str, str, Path], None]) -> str | None:
         """--pai_load_folder's value: the save folder once its newest switch file is whole (torn ones are moved
-        aside, `on_quarantine(name, problem, moved_to)` told of each); None when no switch file is left."""
+        aside, `on_quarantine(name, problem, moved_to)` told of each); None when no switch file is left.
+        Only node 0 moves anything: another node takes the folder as node 0 left it."""
+        if self.node != 0:
+            return self.save_name if savedir.has_switches(self.save_dir) else None
         try:
             newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
         except OSError as exc:

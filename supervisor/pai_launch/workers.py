@@ -27,24 +27,32 @@ class WorkerExit:
     returncode: int
     #: time.monotonic() when the exit was seen.
     at: float
+    #: LOCAL_RANK (where torch keeps its log files); the same as `rank` on one machine.
+    local_rank: int | None = None
 
 
 def returncode_of(result: os.waitid_result) -> int:
     return result.si_status if result.si_code == os.CLD_EXITED else -result.si_status
 
 
-def rank_of(pid: int, timeout: float = 5.0) -> int | None:
-    """The worker's RANK from its environment (absent between fork and exec); None if it never shows one."""
+def worker_env(pid: int, timeout: float = 5.0) -> dict[str, str] | None:
+    """The worker's environment once it holds its RANK (absent between fork and exec); None if it never does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            rank = psutil.Process(pid).environ().get("RANK")
+            env = psutil.Process(pid).environ()
         except psutil.Error:
             return None
-        if rank is not None and rank.isdigit():
-            return int(rank)
+        if env.get("RANK", "").isdigit():
+            return env
         time.sleep(0.005)
     return None
+
+
+def rank_of(pid: int, timeout: float = 5.0) -> int | None:
+    """The worker's global RANK from its environment; None if it never shows one."""
+    env = worker_env(pid, timeout)
+    return None if env is None else int(env["RANK"])
 
 
 class WorkerWatch:
@@ -60,6 +68,9 @@ class WorkerWatch:
         self._lock = threading.Lock()
         self._watched: set[int] = set()
         self.exits: dict[int, WorkerExit] = {}
+        #: Global rank of each worker seen so far, and (GROUP_RANK, GROUP_WORLD_SIZE) from the first one.
+        self.ranks: dict[int, int] = {}
+        self.group: tuple[int, int] | None = None
         self._done = threading.Event()
         threading.Thread(target=self._discover, name="worker-watch", daemon=True).start()
 
@@ -76,14 +87,22 @@ class WorkerWatch:
                     threading.Thread(target=self._await_exit, args=(child.pid,), daemon=True).start()
 
     def _await_exit(self, pid: int) -> None:
-        rank = rank_of(pid)
+        env = worker_env(pid)
+        rank = None if env is None else int(env["RANK"])
+        local = env.get("LOCAL_RANK", "") if env is not None else ""
+        local_rank = int(local) if local.isdigit() else rank
+        if env is not None:
+            with self._lock:
+                self.ranks[pid] = int(env["RANK"])
+                if self.group is None and env.get("GROUP_RANK", "").isdigit() and env.get("GROUP_WORLD_SIZE", "").isdigit():
+                    self.group = (int(env["GROUP_RANK"]), int(env["GROUP_WORLD_SIZE"]))
         try:
             result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
         except ChildProcessError:  # already reaped by torch: its status is torch's to report
             return
         if result is None:
             return
-        exit_ = WorkerExit(pid, rank, returncode_of(result), time.monotonic())
+        exit_ = WorkerExit(pid, rank, returncode_of(result), time.monotonic(), local_rank)
         with self._lock:
             self.exits[pid] = exit_
             complete = len(self.exits) == self._nproc and all(e.rank is not None for e in self.exits.values())

@@ -8,6 +8,7 @@ come from torch's per-rank files, LOG_DIR/<run>/attempt_0/<local_rank>/{stderr,s
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -87,10 +88,17 @@ def test_each_failure_carries_its_pid_and_its_own_ranks_log_tail(tmp_path):
 
     failures = failures_from_exits([exit_(0, -signal.SIGTERM, at=1.0), exit_(1, 7, at=1.0)], str(tmp_path))
 
-    assert failures == (
-        WorkerFailure(rank=1, returncode=7, pid=1001, log_tail="Traceback (most recent call last):\nValueError: rank 1 broke"),
-        WorkerFailure(rank=0, returncode=-signal.SIGTERM, pid=1000, log_tail="rank 0 was told to stop"),
-    )
+    assert [(f.rank, f.returncode, f.pid, f.log_tail) for f in failures] == [
+        (1, 7, 1001, "Traceback (most recent call last):\nValueError: rank 1 broke"),
+        (0, -signal.SIGTERM, 1000, "rank 0 was told to stop"),
+    ]
+
+
+def test_a_failures_moment_is_wall_clock_time_so_nodes_can_compare_them(tmp_path):
+    now = time.monotonic()
+    failures = failures_from_exits([exit_(0, 3, at=now - 2.0)], str(tmp_path))
+
+    assert abs(failures[0].at - (time.time() - 2.0)) < 1.0
 
 
 # --- log tails -------------------------------------------------------------------------------------

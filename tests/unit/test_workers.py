@@ -63,21 +63,21 @@ def clean_up(children) -> None:
 
 @pytest.fixture
 def rank_reads(monkeypatch) -> dict[int, int | None]:
-    """pid -> the rank WorkerWatch read for it, recorded as the real rank_of returns: a child may only exit once its
+    """pid -> the rank WorkerWatch read for it, recorded as the real worker_env returns: a child may only exit once its
     rank was read (a zombie's environment cannot be read, and a watch that misses a rank stays silent)."""
     if "RANK" in os.environ:
         pytest.skip("this process has RANK set: a child's environment before its exec would show it")
     reap_zombie_children()  # a stray orphan an earlier test left to this subreaper would be watched too
     assert psutil.Process().children() == [], "another child of this process would be watched too"
     reads: dict[int, int | None] = {}
-    real = workers.rank_of
+    real = workers.worker_env
 
-    def recording(pid: int, timeout: float = 5.0) -> int | None:
-        rank = real(pid, timeout)
-        reads[pid] = rank
-        return rank
+    def recording(pid: int, timeout: float = 5.0) -> dict[str, str] | None:
+        env = real(pid, timeout)
+        reads[pid] = None if env is None else int(env["RANK"])
+        return env
 
-    monkeypatch.setattr(workers, "rank_of", recording)
+    monkeypatch.setattr(workers, "worker_env", recording)
     return reads
 
 

@@ -1,0 +1,221 @@
+"""How the nodes of a multi-node job agree, through the job's store (torch's TCPStore, served by node 0).
+
+Per generation G (keys under pai/<G>/...): node 0's agent opens G; the other agents wait for an open
+generation and join it, so a restarted node never runs a generation number of its own. Once its
+workers run, each agent registers its node (host, group rank, global ranks) and beats every
+BEAT_INTERVAL; it stops its workers promptly when a peer stops beating, fails, or the job is asked to
+stop. When its workers are gone it publishes its node's result and reads every member's, so every
+node reports the same combined outcome to its pai-launch.
+
+The store client is torch's; combine() and the key names are plain code the supervisor's tests drive.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+from pai_launch.protocol import WorkerFailure
+
+BEAT_INTERVAL = 0.5
+#: A member whose beat count has not moved for this long is lost (its pai-launch or machine died).
+LOST_AFTER = 10.0
+#: How long node 0's agent waits for the others to read a generation's outcome before it reports.
+READ_WAIT = 5.0
+
+INFO = "pai/info"
+GENERATION = "pai/generation"
+STOP = "pai/stop"
+STOP_SEEN = "pai/stop_seen"
+
+
+def node_key(node: int) -> str:
+    return f"pai/node/{node}"
+
+
+def gen_key(generation: int, *parts: object) -> str:
+    return "/".join((f"pai/g{generation}", *(str(part) for part in parts)))
+
+
+@dataclass(frozen=True)
+class Member:
+    """A node that runs workers in this generation."""
+
+    node: int
+    host: str
+    group_rank: int
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """One node's end of a generation, as published in the store."""
+
+    node: int
+    host: str
+    failures: tuple[WorkerFailure, ...] = ()
+    error: str | None = None
+    fatal: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> NodeOutcome:
+        data = json.loads(text)
+        data["failures"] = tuple(WorkerFailure(**item) for item in data["failures"])
+        return cls(**data)
+
+
+@dataclass
+class Combined:
+    failures: tuple[WorkerFailure, ...] = ()
+    error: str | None = None
+    fatal: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
+    """Every node's outcome as one: a fatal problem first, then the earliest real worker failure on any node
+    (collateral stops by the launcher after it), else a lost node; the same on every node.
+
+    `lost`: node -> why it is lost; node -1 stands for nodes that never said which they were."""
+    fatal = next((o.fatal for o in sorted(outcomes, key=lambda o: o.node) if o.fatal), None)
+    failures = sorted((f for o in outcomes for f in o.failures), key=lambda f: (f.collateral, f.at, f.rank))
+    errors = [why if node < 0 else f"node {node} {why}" for node, why in sorted(lost.items())]
+    errors += [f"node {o.node} ({o.host}): {o.error}" for o in sorted(outcomes, key=lambda o: o.node) if o.error]
+    real = [f for f in failures if not f.collateral]
+    if real:
+        return Combined(failures=tuple(failures), fatal=fatal, notes=errors)
+    if errors:
+        return Combined(failures=tuple(failures), error="; ".join(errors), fatal=fatal)
+    return Combined(failures=tuple(failures), fatal=fatal)
+
+
+def peer_failed(outcome: NodeOutcome) -> bool:
+    return bool(outcome.failures or outcome.error or outcome.fatal)
+
+
+class Beats:
+    """Which members stopped beating: a beat count that has not moved for LOST_AFTER seconds."""
+
+    def __init__(self, lost_after: float = LOST_AFTER) -> None:
+        self.lost_after = lost_after
+        self._seen: dict[int, tuple[int, float]] = {}
+
+    def update(self, node: int, count: int, now: float) -> None:
+        last = self._seen.get(node)
+        if last is None or count != last[0]:
+            self._seen[node] = (count, now)
+
+    def lost(self, now: float) -> list[int]:
+        return [node for node, (_, at) in self._seen.items() if now - at >= self.lost_after]
+
+
+# --- the store client (agent side; imports torch) ---------------------------------------------------------
+class StoreLost(Exception):
+    """The job's store (node 0's pai-launch) cannot be reached any more."""
+
+
+class JobStopped(Exception):
+    """Some node's pai-launch was asked to stop the job."""
+
+    def __init__(self, signum: int, reason: str) -> None:
+        super().__init__(reason)
+        self.signum = signum
+        self.reason = reason
+
+
+def connect(host: str, port: int, timeout: float):
+    """A client of node 0's store; torch retries the connection until `timeout`."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    return TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+
+
+class StoreLink:
+    """One agent's view of the job's store, every call turned into StoreLost when the store is gone."""
+
+    def __init__(self, store, node: int) -> None:
+        self.store = store
+        self.node = node
+
+    def _call(self, method: str, *args):
+        try:
+            return getattr(self.store, method)(*args)
+        except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError/RuntimeError for a dead peer
+            raise StoreLost(f"lost the job's store ({type(exc).__name__}: {exc})") from exc
+
+    def get(self, key: str) -> str | None:
+        if not self._call("check", [key]):
+            return None
+        return self._call("get", key).decode()
+
+    def set(self, key: str, value: str) -> None:
+        self._call("set", key, value)
+
+    def add(self, key: str, amount: int) -> int:
+        return int(self._call("add", key, amount))
+
+    def check_stop(self) -> None:
+        text = self.get(STOP)
+        if text is not None:
+            data = json.loads(text)
+            self.add(STOP_SEEN, 1)
+            raise JobStopped(int(data["signal"]), data["reason"])
+
+    # --- a generation ------------------------------------------------------------------------------------
+    def enter(self, proposed: int, coordinator: bool, poll: float = 0.1) -> int:
+        """The generation this node runs: node 0 opens `proposed`; the others wait for one that is open
+        (opened, not yet running, not decided). JobStopped / StoreLost end the wait."""
+        self.check_stop()
+        if coordinator:
+            self.set(gen_key(proposed, "open"), str(time.time()))
+            self.set(GENERATION, str(proposed))
+            return proposed
+        while True:
+            self.check_stop()
+            text = self.get(GENERATION)
+            if text is not None:
+                generation = int(text)
+                if self.get(gen_key(generation, "decided")) is None and self.get(gen_key(generation, "running")) is None:
+                    return generation
+            time.sleep(poll)
+
+    def register(self, generation: int, member: Member, expected: int) -> None:
+        self.set(gen_key(generation, "member", member.node), json.dumps(asdict(member)))
+        if self.add(gen_key(generation, "registered"), 1) >= expected:
+            self.set(gen_key(generation, "running"), "1")
+
+    def members(self, generation: int, max_nodes: int) -> list[Member]:
+        found = []
+        for node in range(max_nodes):
+            text = self.get(gen_key(generation, "member", node))
+            if text is not None:
+                data = json.loads(text)
+                data["ranks"] = tuple(data["ranks"])
+                found.append(Member(**data))
+        return found
+
+    def beat(self, generation: int) -> None:
+        self.add(gen_key(generation, "beat", self.node), 1)
+
+    def beat_count(self, generation: int, node: int) -> int:
+        return self.add(gen_key(generation, "beat", node), 0)
+
+    def publish(self, generation: int, outcome: NodeOutcome) -> None:
+        self.set(gen_key(generation, "result", outcome.node), outcome.to_json())
+
+    def outcome(self, generation: int, node: int) -> NodeOutcome | None:
+        text = self.get(gen_key(generation, "result", node))
+        return None if text is None else NodeOutcome.from_json(text)
+
+    def decided(self, generation: int) -> None:
+        self.set(gen_key(generation, "decided"), "1")
+        self.add(gen_key(generation, "read"), 1)
+
+    def read_count(self, generation: int) -> int:
+        return self.add(gen_key(generation, "read"), 0)

@@ -1,0 +1,96 @@
+"""Multi-node faults on one machine: a node killed mid-generation (and its pai-launch restarted), a stop signal to
+any node, a node lost with --nnodes MIN:MAX. Nothing of a stopped or killed node may be left behind."""
+
+from __future__ import annotations
+
+import signal
+
+import psutil
+import pytest
+
+from tests.helpers import assert_all_gone, wait_until
+from tests.proc.job import start_job, start_node, summaries, wait_all
+from tests.proc.launch_files import read_state, wait_event
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+
+#: crossnode.LOST_AFTER plus a generous margin on a loaded machine (a collective timeout would be 30 min).
+LOSS_NOTICED_WITHIN = 60
+
+
+def _node_processes(launch) -> list[psutil.Process]:
+    try:
+        return [psutil.Process(launch.pid), *psutil.Process(launch.pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_rejoins_the_job(scene):
+    hold = ["--hold-until", str(scene.hold_file), "--generations", "3"]
+    nodes, port = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=hold)
+    scene.wait_ready(1, 2)
+    doomed = _node_processes(nodes[1])
+    nodes[1].popen.kill()
+    nodes[1].wait(10)
+
+    assert_all_gone(doomed, within=10)  # its agent and workers die with it
+    failed = wait_event(nodes[0], "generation_failed", LOSS_NOTICED_WITHIN)
+    # Named when node 1 had said who it was, else counted: either way the loss is the cause, not node 0's workers.
+    assert failed["generation"] == 1
+    assert ("node 1" in failed["error"] and "stopped responding" in failed["error"]) or "never reported in" in failed["error"]
+    wait_until(lambda: scene.signals().get(0) or scene.signals().get(1), 10, message="node 0's worker to be stopped")
+    wait_event(nodes[0], "generation_started", 30, count=2)  # the retry waits in the rendezvous for node 1
+
+    again = start_node(scene, 1, port, "--nproc", "1", "--backoff", "0.2", name="node1-again", script_args=hold)
+    wait_event(again, "generation_started", 60)
+    scene.wait_ready(2, 2)
+    scene.hold_file.touch()
+    assert nodes[0].wait(90) == 0 and again.wait(90) == 0, summaries([nodes[0], again])
+
+    assert again.event("run_started")["resumed"] is True, "the restarted node took node 0's record"
+    assert [e["generation"] for e in again.events("generation_ended")] == [2, 3]
+    assert [e["generation"] for e in nodes[0].events("generation_ended")] == [2, 3]
+    assert read_state(scene.work / "PAI")["failures"] == 0
+
+
+@pytest.mark.parametrize("signalled", [0, 1])
+def test_sigterm_to_any_nodes_pai_launch_stops_the_whole_job_cleanly_with_143(scene, signalled):
+    nodes, _ = start_job(scene, 2, "--nproc", "2", script_args=["--hold-until", str(scene.hold_file)])
+    scene.wait_ready(1, 4)
+    everything = [proc for node in nodes for proc in _node_processes(node)]
+    nodes[signalled].send(signal.SIGTERM)
+    codes = wait_all(nodes, 60)
+
+    assert codes == [143, 143], summaries(nodes)
+    assert_all_gone(everything, within=5)
+    assert sorted(scene.signals()) == [0, 1, 2, 3] and all(s == ["SIGTERM"] for s in scene.signals().values())
+    other = nodes[1 - signalled]
+    assert f"SIGTERM to node {signalled}'s pai-launch" in other.event("run_finished")["reason"]
+    assert nodes[signalled].event("job_stop_announced")["told"] is True
+    assert read_state(scene.work / "PAI")["last_exit"]["code"] == 143
+
+
+def test_sigterm_to_node_0_during_its_init_run_stops_the_waiting_nodes_too(scene):
+    nodes, _ = start_job(scene, 2, "--nproc", "1", script_args=["--hang-init"])
+    wait_until(lambda: list(scene.ready_dir.glob("0-*")), 30, message="the init run to start")
+    wait_event(nodes[1], "generation_started", 30)  # node 1 waits for node 0 to open generation 1
+    nodes[0].send(signal.SIGTERM)
+    codes = wait_all(nodes, 60)
+
+    assert codes == [143, 143], summaries(nodes)
+    assert "SIGTERM to node 0's pai-launch" in nodes[1].event("run_finished")["reason"]
+    assert [r for r in scene.records() if not r["init"]] == [], "no worker ever started"
+
+
+def test_with_nnodes_min_max_the_job_goes_on_with_fewer_nodes_when_one_is_lost(scene):
+    hold = ["--hold-until", str(scene.hold_file), "--generations", "2"]
+    nodes, _ = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", nnodes="1:2", script_args=hold)
+    scene.wait_ready(1, 2)
+    nodes[1].popen.kill()
+    nodes[1].wait(10)
+    wait_event(nodes[0], "generation_failed", LOSS_NOTICED_WITHIN)
+    scene.hold_file.touch()
+
+    assert nodes[0].wait(90) == 0, nodes[0].log_summary()
+    retry = [r for r in scene.records() if not r["init"] and r["env"]["PAI_LAUNCH_GENERATION"] == "2"]
+    assert len(retry) == 1 and retry[0]["env"]["WORLD_SIZE"] == "1", "generation 2 ran on the one node left"

@@ -1,0 +1,106 @@
+"""The state machine's multi-node decisions, from scripted histories: a stop here is announced to the job, a
+job-wide stop ends this node's run, node 0's generation number wins, a fatal problem is not retried, and "no
+progress" waits for a shared file system to settle."""
+
+import signal
+
+from pai_launch import exitcodes
+from pai_launch.actions import AnnounceStop, Finish, RecheckProgress, SignalRun, StartGeneration
+from pai_launch.events import Failure, GenerationEnded, GenerationJoined, SignalReceived, Tick
+from pai_launch.machine import Phase, Policy, start, step
+from tests.unit.test_machine import replay
+
+MULTI = Policy(grace=10.0, standby_delay=None, multi_node=True, node_rank=1)
+SETTLE = Policy(grace=10.0, standby_delay=None, multi_node=True, fs_settle=30.0)
+
+
+def test_a_stop_signal_on_any_node_is_announced_to_the_job_before_the_workers_are_signalled():
+    state, actions = replay([SignalReceived(signal.SIGTERM, 1.0)], needs_init=False, policy=MULTI)
+
+    assert actions[1:] == [AnnounceStop(signal.SIGTERM, "SIGTERM to node 1's pai-launch"), SignalRun(signal.SIGTERM)]
+    assert state.phase is Phase.STOPPING and state.announced
+
+
+def test_a_second_stop_signal_is_not_announced_again():
+    _, actions = replay([SignalReceived(signal.SIGTERM, 1.0), SignalReceived(signal.SIGINT, 2.0)], needs_init=False,
+                        policy=MULTI)
+
+    assert sum(isinstance(a, AnnounceStop) for a in actions) == 1
+
+
+def test_on_one_machine_nothing_is_announced():
+    _, actions = replay([SignalReceived(signal.SIGTERM, 1.0)], needs_init=False, policy=Policy(standby_delay=None))
+
+    assert not any(isinstance(a, AnnounceStop) for a in actions)
+
+
+def test_a_stop_from_another_node_ends_this_run_with_that_signals_code_and_no_retry():
+    state, actions = replay([GenerationEnded(failures=(Failure.worker(0, -15),), stopped=(signal.SIGTERM, "SIGTERM to node 0's pai-launch"), now=3.0)],
+                            needs_init=False, policy=MULTI)
+
+    assert actions[-1] == Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")
+    assert state.failures == 0
+
+
+def test_node_0s_generation_number_replaces_this_nodes_own():
+    state, _ = replay([], needs_init=False, policy=MULTI, state=start(save_name="PAI", generation=4))
+    assert state.generation == 5
+    state, _ = step(MULTI, state, GenerationJoined(3, 1.0))
+    assert state.generation == 3
+    state, actions = step(MULTI, state, GenerationEnded(progressed=("switch_6.pt",), now=2.0))
+    assert actions == [StartGeneration(4)]
+
+
+def test_a_fatal_problem_ends_the_run_with_exit_6_without_spending_the_budget():
+    state, actions = replay([GenerationEnded(fatal="the save folder must be on a file system every node shares", now=1.0)],
+                            needs_init=False, policy=MULTI)
+
+    assert actions[-1] == Finish(exitcodes.SAVE_FOLDER, "the save folder must be on a file system every node shares")
+    assert state.failures == 0
+
+
+def test_no_progress_waits_for_the_shared_folder_then_gives_exit_5():
+    state, actions = replay([GenerationEnded(now=10.0)], needs_init=False, policy=SETTLE)
+    assert state.phase is Phase.SETTLING and actions[-1] == RecheckProgress()
+    state, actions = step(SETTLE, state, Tick(11.0))
+    assert actions == [RecheckProgress()]
+    state, actions = step(SETTLE, state, GenerationEnded(now=39.0, recheck=True))
+    assert state.phase is Phase.SETTLING and actions == []
+    state, actions = step(SETTLE, state, GenerationEnded(now=40.0, recheck=True))
+    assert state.exit_code == exitcodes.NO_PROGRESS and isinstance(actions[-1], Finish)
+    assert "watched 30 s more" in state.reason
+
+
+def test_a_switch_file_that_shows_up_while_settling_starts_the_next_generation():
+    state, _ = replay([GenerationEnded(now=10.0)], needs_init=False, policy=SETTLE)
+    state, actions = step(SETTLE, state, GenerationEnded(progressed=("switch_2.pt",), now=12.0, recheck=True))
+
+    assert actions == [StartGeneration(2)] and state.phase is Phase.TRAINING and state.last_switch == "switch_2.pt"
+
+
+def test_the_marker_that_shows_up_while_settling_completes_the_run():
+    state, _ = replay([GenerationEnded(now=10.0)], needs_init=False, policy=SETTLE)
+    state, actions = step(SETTLE, state, GenerationEnded(complete=True, now=12.0, recheck=True))
+
+    assert actions[-1] == Finish(0, "training complete")
+
+
+def test_a_stop_signal_while_settling_ends_the_run_at_once():
+    state, _ = replay([GenerationEnded(now=10.0)], needs_init=False, policy=SETTLE)
+    state, actions = step(SETTLE, state, SignalReceived(signal.SIGTERM, 11.0))
+
+    assert state.phase is Phase.DONE and state.exit_code == 143
+    assert isinstance(actions[0], AnnounceStop) and isinstance(actions[-1], Finish)
+
+
+def test_a_recheck_that_arrives_after_settling_ended_is_ignored():
+    state, _ = replay([GenerationEnded(progressed=("switch_2.pt",), now=1.0)], needs_init=False, policy=SETTLE)
+    after, actions = step(SETTLE, state, GenerationEnded(now=2.0, recheck=True))
+
+    assert after == state and actions == []
+
+
+def test_one_machine_without_poll_decides_no_progress_at_once():
+    state, actions = replay([GenerationEnded(now=1.0)], needs_init=False, policy=Policy(standby_delay=None))
+
+    assert state.exit_code == exitcodes.NO_PROGRESS and not any(isinstance(a, RecheckProgress) for a in actions)
