@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import sys
 import time
 import traceback
@@ -22,7 +23,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch import __version__, exitcodes, logs, nodes, plan, procs, savedir
+from pai_launch import __version__, exitcodes, logs, nodes, plan, procs, savedir, slurm
 from pai_launch.config import (
     LaunchSpec, PreflightError, default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus,
 )
@@ -101,17 +102,21 @@ def launch(
         "--stall-timeout", env="STALL_TIMEOUT", show_default=False,
         help="Treat a generation as hung after this many seconds without any write to the save folder: SIGUSR1, then "
              "stop and retry. Default: off.")] = None,
-    nnodes: Annotated[str, _option("--nnodes", env="NNODES",
-                                   help="Machines in the job: N, or MIN:MAX to go on with fewer when one is lost.")] = "1",
-    node_rank: Annotated[int, _option("--node-rank", env="NODE_RANK",
-                                      help="This machine's place, 0..N-1. Node 0 runs the init run and serves the "
-                                           "rendezvous store at --rdzv-endpoint.")] = 0,
+    nnodes: Annotated[Optional[str], _option(
+        "--nnodes", env="NNODES", show_default=False,
+        help="Machines in the job: N, or MIN:MAX to go on with fewer when one is lost. [default: 1, or Slurm's]")] = None,
+    node_rank: Annotated[Optional[int], _option(
+        "--node-rank", env="NODE_RANK", show_default=False,
+        help="This machine's place, 0..N-1. Node 0 runs the init run and serves the rendezvous store at "
+             "--rdzv-endpoint. [default: 0, or SLURM_NODEID]")] = None,
     rdzv_endpoint: Annotated[Optional[str], _option(
         "--rdzv-endpoint", env="RDZV_ENDPOINT", show_default=False,
-        help="HOST[:PORT] of node 0, the same on every node (port default 29400). Needed with --nnodes above 1.")] = None,
+        help="HOST[:PORT] of node 0, the same on every node (port default 29400). Needed with --nnodes above 1. "
+             "In Slurm: the first host of the job's node list, port 29400 + job id % 1000.")] = None,
     rdzv_id: Annotated[Optional[str], _option(
         "--rdzv-id", env="RDZV_ID", show_default=False,
-        help="The job's rendezvous id (each generation rendezvouses as ID-gN). Default: node 0's run id.")] = None,
+        help="The job's rendezvous id (each generation rendezvouses as ID-gN). Default: slurm-JOBID in Slurm, "
+             "else node 0's run id.")] = None,
     rdzv_timeout: Annotated[float, _option(
         "--rdzv-timeout", env="RDZV_TIMEOUT",
         help="Seconds to wait for node 0's store and for every node to join a generation.")] = nodes.DEFAULT_RDZV_TIMEOUT,
@@ -122,6 +127,14 @@ def launch(
         "--fs-settle", env="FS_SETTLE", show_default=False,
         help="Seconds a shared file system may take to show a file another machine wrote, before a generation counts "
              "as having made no progress. Default: 30 with --nnodes above 1 or --poll, else 0.")] = None,
+    use_slurm: Annotated[Optional[bool], _option(
+        "--slurm/--no-slurm", env="SLURM", show_default=False,
+        help="Take the node count, node rank, rendezvous host, job id and GPUs from the Slurm job pai-launch runs in "
+             "(explicit options win). Default: when SLURM_JOB_ID is set.")] = None,
+    requeue_on: Annotated[Optional[str], _option(
+        "--requeue-on", env="REQUEUE_ON", show_default=False,
+        help="In Slurm: on this signal (e.g. USR1 from sbatch --signal=B:USR1@120) forward it to the workers, stop the "
+             "job cleanly and requeue it (scontrol requeue); the requeued job resumes from the save folder.")] = None,
     fresh: Annotated[bool, _option(
         "--fresh", env=None,
         help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")] = False,
@@ -137,6 +150,11 @@ def launch(
     try:
         gpu_list = parse_gpu_list(gpus) if gpus is not None else None
         visible = visible_gpus(env, gpu_list, physical)
+        allocation = _allocation(use_slurm, env, nnodes_given=nnodes is not None)
+        from_slurm: dict[str, object] = {}
+        if allocation is not None:
+            nnodes, node_rank, rdzv_endpoint, rdzv_id, nproc = _slurm_defaults(
+                allocation, from_slurm, nnodes, node_rank, rdzv_endpoint, rdzv_id, nproc, visible)
         spec = LaunchSpec(
             script=script,
             workdir=Path.cwd(),
@@ -159,14 +177,69 @@ def launch(
             backoff=backoff,
             backoff_max=backoff_max,
             stall_timeout=stall_timeout,
-            nodes=_nodes(nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_timeout, local_addr),
+            nodes=_nodes(nnodes or "1", node_rank or 0, rdzv_endpoint, rdzv_id, rdzv_timeout, local_addr),
             fs_settle_given=fs_settle,
+            requeue_on=_requeue_signal(requeue_on, allocation),
+            slurm_job_id=allocation.job_id if allocation else None,
+            slurm_restart_count=allocation.restart_count if allocation else 0,
+            slurm_step=allocation is not None and bool(env.get("SLURM_STEP_ID")),
         )
         preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
-    except (PreflightError, nodes.NodesError) as exc:
+    except (PreflightError, nodes.NodesError, slurm.SlurmError) as exc:
         _error(str(exc))
         return exitcodes.USAGE
+    if dry_run and from_slurm:
+        print("from Slurm (job " + allocation.job_id + "): " + "; ".join(slurm.taken(allocation, from_slurm)))
     return _launch(spec, env, visible, inbox)
+
+
+def _allocation(use_slurm: bool | None, env: dict[str, str], *, nnodes_given: bool) -> slurm.SlurmAllocation | None:
+    """The Slurm job pai-launch runs in (unless --no-slurm); SlurmError for an environment that cannot be right."""
+    if use_slurm is False:
+        return None
+    allocation = slurm.from_env(env)
+    if allocation is None:
+        if use_slurm:
+            raise PreflightError("--slurm is given but SLURM_JOB_ID is not set: run inside a Slurm job, or drop --slurm")
+        return None
+    if not nnodes_given:
+        slurm.check_one_task_per_node(allocation, env)
+    return allocation
+
+
+def _slurm_defaults(allocation: slurm.SlurmAllocation, used: dict[str, object], nnodes, node_rank, endpoint, rdzv_id,
+                    nproc, visible):
+    """Fill what the command line left open from the allocation; `used` records what was taken."""
+    if nnodes is None:
+        nnodes = used["nnodes"] = str(allocation.nnodes)
+    if node_rank is None:
+        node_rank = used["node_rank"] = allocation.node_rank
+    multi = nodes.parse_nnodes(nnodes)[1] > 1
+    if endpoint is None and multi:
+        endpoint = used["rdzv_endpoint"] = f"{allocation.first_host}:{slurm.rendezvous_port(allocation.job_id)}"
+    if rdzv_id is None and multi:
+        rdzv_id = used["rdzv_id"] = f"slurm-{allocation.job_id}"
+    if nproc is None and not visible and allocation.gpus_on_node:
+        nproc = used["nproc"] = allocation.gpus_on_node
+    return nnodes, node_rank, endpoint, rdzv_id, nproc
+
+
+def _requeue_signal(name: str | None, allocation: slurm.SlurmAllocation | None) -> int | None:
+    if name is None:
+        return None
+    from pai_launch.signals import HANDLED
+
+    text = name.upper()
+    text = text if text.startswith("SIG") or text.isdigit() else "SIG" + text
+    try:
+        signum = signal.Signals(int(text)) if text.isdigit() else signal.Signals[text]
+    except (KeyError, ValueError):
+        signum = None
+    if signum not in HANDLED or signum == signal.SIGINT:
+        raise PreflightError(f"--requeue-on {name!r}: give USR1, USR2, TERM or HUP (the signal sbatch --signal sends)")
+    if allocation is None:
+        raise PreflightError("--requeue-on works inside a Slurm job (SLURM_JOB_ID is not set): drop it, or submit with sbatch")
+    return int(signum)
 
 
 def _nodes(nnodes: str, node_rank: int, endpoint: str | None, rdzv_id: str | None, timeout: float,

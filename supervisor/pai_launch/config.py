@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,13 @@ class LaunchSpec:
     backoff_max: float = 60.0
     stall_timeout: float | None = None
     nodes: Nodes = Nodes()
+    #: --requeue-on: the signal on which the Slurm job is stopped and requeued; None: off.
+    requeue_on: int | None = None
+    slurm_job_id: str | None = None
+    #: SLURM_RESTART_COUNT: how many times Slurm has requeued this job (0 on its first run).
+    slurm_restart_count: int = 0
+    #: Running as a task of a Slurm job step (srun): Slurm signals every process of the step itself.
+    slurm_step: bool = False
     #: --fs-settle; None: SHARED_FS_SETTLE on a shared file system (several nodes, --poll), else 0.
     fs_settle_given: float | None = None
 
@@ -82,7 +90,8 @@ def policy_for(spec: LaunchSpec, cpu_count: int) -> Policy:
         max_failures=spec.max_failures, backoff_initial=spec.backoff, backoff_max=spec.backoff_max,
         stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
         standby_delay=0.0 if spare_core else STANDBY_DELAY, multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
-        node_rank=spec.nodes.node_rank,
+        node_rank=spec.nodes.node_rank, requeue_on=spec.requeue_on,
+        signals_reach_workers=spec.slurm_step,
     )
 
 
@@ -166,6 +175,9 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
             raise PreflightError("--data-parallel runs one process on one machine: drop it or drop --nnodes")
         if spec.fresh and not spec.nodes.coordinator:
             raise PreflightError("--fresh is node 0's to give (it moves the shared save folder aside): drop it on this node")
+    if spec.requeue_on is not None and spec.nodes.coordinator and shutil.which("scontrol") is None:
+        raise PreflightError("--requeue-on needs Slurm's scontrol, which is not on PATH: install slurm-client (in the "
+                             "container too) or drop --requeue-on")
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
     _check_writable_folder(spec.save_dir, "--save-name")

@@ -11,14 +11,16 @@ import queue
 import secrets
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pai_launch import crossnode, procs
-from pai_launch.events import SignalReceived
+from pai_launch import crossnode, exitcodes, procs
+from pai_launch.events import JobStoreLost, SignalReceived
 from pai_launch.machine_state import STOP_SIGNALS
 from pai_launch.nodes import Nodes
 from pai_launch.record import STATE_DIR
+from pai_launch.threads import start_guarded
 
 TOKEN_FILE = f"{STATE_DIR}/coordinator"
 #: The store process imports torch before it answers: generous on a loaded machine.
@@ -54,6 +56,7 @@ class StoreHost:
         )
         self.pid = self.popen.pid
         self._lock = threading.Lock()
+        self._closing = False
 
     def wait_ready(self, timeout: float = STORE_START_TIMEOUT) -> None:
         """JobSetupError when the store could not be served (its port is taken, torch is missing)."""
@@ -68,6 +71,17 @@ class StoreHost:
         _, err = self.popen.communicate(timeout=10)
         detail = line.removeprefix("error: ") or (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1]
         raise JobSetupError(detail)
+
+    def watch(self, report: Callable[[object], None]) -> None:
+        """Report JobStoreLost if the store process ends before close() (killed, crashed)."""
+        def wait() -> None:
+            code = self.popen.wait()
+            if not self._closing:
+                report(JobStoreLost(f"the job's store process (PID {self.pid}) ended with "
+                                    f"{exitcodes.describe_returncode(code)}: no node can go on without it",
+                                    time.monotonic()))
+
+        start_guarded(wait, name=f"store-{self.pid}", report=report)
 
     def publish_token(self, save_dir: Path) -> None:
         """Write the token file in the (now held) save folder, then tell the store: other nodes look for it."""
@@ -84,6 +98,7 @@ class StoreHost:
 
     def close(self, timeout: float = 10.0) -> None:
         """EOF on its stdin: it lingers a moment (for a stop flag to be seen) and exits; killed if it does not."""
+        self._closing = True
         try:
             self.popen.stdin.close()
         except OSError:

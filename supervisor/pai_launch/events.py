@@ -229,10 +229,18 @@ class SaveFolderLost:
 
 
 @dataclass(frozen=True)
+class JobStoreLost:
+    """Node 0's store process (which every node's rendezvous needs) ended before the run did."""
+
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True)
 class Tick:
     now: float
 
 
 Observation = SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | ThreadFailed
 Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationJoined | GenerationRefused
-         | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick)
+         | JobStoreLost | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     probing.add_argument("--settle", type=float, required=True)
     options = parser.parse_args(argv)
     procs.set_parent_death_signal(9)
+    # Slurm signals every process of a job step (USR1 before a time limit, TERM on scancel): the store must stay up
+    # until node 0's pai-launch closes it, so that the other nodes learn how the job ends. It dies with its parent.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
     if options.mode == "serve":
         code = serve(options.port, json.loads(options.info))
     else:

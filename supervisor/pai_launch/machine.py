@@ -20,8 +20,8 @@ from pai_launch.actions import (
     Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportStall, SignalRun, StartInit,
 )
 from pai_launch.events import (
-    AdoptionRefused, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, MarkerAppeared,
-    SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
+    AdoptionRefused, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
+    MarkerAppeared, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
     FORWARD_SIGNALS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
@@ -55,8 +55,11 @@ def _on_began(policy: Policy, state: State, event: Began) -> tuple[State, list[A
 
 def _on_signal(policy: Policy, state: State, event: SignalReceived) -> tuple[State, list[Action]]:
     signum = event.signum
+    if signum == policy.requeue_on and not state.requeue and state.phase is not Phase.STOPPING:
+        return _requeue(policy, state, event)
     if signum in FORWARD_SIGNALS:
-        return state, ([SignalRun(signum)] if state.phase in RUNNING else [])
+        forward = state.phase in RUNNING and not policy.signals_reach_workers
+        return state, ([SignalRun(signum)] if forward else [])
     if signum not in STOP_SIGNALS:
         return state, []
     if not policy.multi_node or state.announced:
@@ -65,6 +68,25 @@ def _on_signal(policy: Policy, state: State, event: SignalReceived) -> tuple[Sta
     announce = AnnounceStop(signum, f"{signal.Signals(signum).name} to node {policy.node_rank}'s pai-launch")
     stopped, actions = _stop_on_signal(policy, replace(state, announced=True), event)
     return stopped, [announce, *actions]
+
+
+def _requeue(policy: Policy, state: State, event: SignalReceived) -> tuple[State, list[Action]]:
+    """Slurm's warning before a time limit or preemption: the workers get it, then the job stops cleanly everywhere
+    and is requeued (the runner does that last, once this node's processes are gone)."""
+    name = signal.Signals(event.signum).name
+    code, reason = exitcodes.for_signal(event.signum), f"{name}: stopped so that Slurm requeues the job"
+    state = replace(state, requeue=True)
+    actions: list[Action] = []
+    if event.signum in FORWARD_SIGNALS and state.phase in RUNNING and not policy.signals_reach_workers:
+        actions.append(SignalRun(event.signum))
+    if policy.multi_node and not state.announced:
+        state = replace(state, announced=True)
+        actions.append(AnnounceStop(event.signum, f"{name} to node {policy.node_rank}'s pai-launch (requeue)"))
+    if state.phase in RUNNING:
+        stopped, more = stop(policy, state, signal.SIGTERM, event.now, StopCause.SIGNAL, code, reason)
+    else:
+        stopped, more = finish(state, code, reason)
+    return stopped, actions + more
 
 
 def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tuple[State, list[Action]]:
@@ -162,6 +184,15 @@ def _on_save_lost(policy: Policy, state: State, event: SaveFolderLost) -> tuple[
     return state, []
 
 
+def _on_store_lost(policy: Policy, state: State, event: JobStoreLost) -> tuple[State, list[Action]]:
+    """Without node 0's store no node can rendezvous or agree: the job cannot go on (exit 1)."""
+    if state.phase in (*IDLE, Phase.STARTING):
+        return finish(state, exitcodes.LAUNCHER_ERROR, event.reason)
+    if state.phase in RUNNING:
+        return stop(policy, state, signal.SIGTERM, event.now, StopCause.STORE_LOST, exitcodes.LAUNCHER_ERROR, event.reason)
+    return state, []
+
+
 def _on_init_exited(policy: Policy, state: State, event: InitExited) -> tuple[State, list[Action]]:
     if state.phase is Phase.STOPPING:
         return finish_stopping(state)
@@ -200,6 +231,7 @@ _HANDLERS = {
     SaveActivity: _on_save_activity,
     MarkerAppeared: _on_marker,
     SaveFolderLost: _on_save_lost,
+    JobStoreLost: _on_store_lost,
     InitExited: _on_init_exited,
     SaveFolderAdopted: _on_adopted,
     AdoptionRefused: _on_adoption_refused,

@@ -44,6 +44,7 @@ class StopCause(Enum):
     COMPLETE = "complete"
     STALL = "stall"
     SAVE_LOST = "save_lost"
+    STORE_LOST = "store_lost"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,11 @@ class Policy:
     #: Seconds a shared file system may take to show another node's switch file before "no progress" is decided.
     fs_settle: float = 0.0
     node_rank: int = 0
+    #: Slurm: the signal that stops the job so it can be requeued (--requeue-on); None: off.
+    requeue_on: int | None = None
+    #: Under srun, Slurm delivers a signal for the job step to every process in it, workers included: passing
+    #: SIGUSR1/2 on as well would hand them to the workers twice.
+    signals_reach_workers: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,8 @@ class State:
     settle_deadline: float | None = None
     #: Multi-node: this node's stop has been announced to the job.
     announced: bool = False
+    #: --requeue-on's signal came: once stopped, the Slurm job is requeued.
+    requeue: bool = False
 
 
 # --- transitions every handler shares ----------------------------------------------------------------

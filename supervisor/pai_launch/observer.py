@@ -11,7 +11,8 @@ import signal
 
 from pai_launch import exitcodes, machine, savedir
 from pai_launch.events import (
-    AgentJoined, AgentReported, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, Observation,
+    AgentJoined, AgentReported, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
+    Observation,
     ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed,
 )
 from pai_launch.notify import Notifier
@@ -60,6 +61,8 @@ class Observer:
             return GenerationJoined(raw.generation, raw.now)
         elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
             self.log.error("save_folder_failed", reason=raw.reason)
+        elif isinstance(raw, JobStoreLost):
+            self.log.error("job_store_lost", reason=raw.reason)
         return raw  # type: ignore[return-value] - the rest are events already
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import subprocess
 import time
 import traceback
 from dataclasses import replace
@@ -53,9 +54,12 @@ class Runner:
                 self.store_host.close()
             raise
         self.log = logs.make_logger(self.spec.log_format, events=self.session.events).bind(run_id=self.session.run_id)
+        if self.spec.nodes.multi:
+            self.log = self.log.bind(node=self.spec.nodes.node_rank)  # several nodes may log to one file (Slurm's)
         try:
             self.table.open()
             if self.store_host is not None:
+                self.store_host.watch(self.inbox.put)
                 self.store_host.publish_token(self.session.save_dir)
             self.observer = Observer(self.session, self.table, self.log, self.notifier)
             return self.supervise()
@@ -75,6 +79,9 @@ class Runner:
     def supervise(self) -> int:
         started = time.monotonic()
         self.inbox.put(Began(self.session.needs_init(), started))  # behind any signal already queued
+        if self.spec.slurm_job_id is not None:
+            self.log.info("slurm_job", job_id=self.spec.slurm_job_id, restart_count=self.spec.slurm_restart_count,
+                          requeue_on=signal.Signals(self.spec.requeue_on).name if self.spec.requeue_on else None)
         if self.spec.nodes.multi:
             self.log.info("job_nodes", nodes=self.spec.nodes.describe(), job_id=plan.job_id(self.spec, self.session.run_id),
                           serving_store=self.store_host is not None)
@@ -91,6 +98,8 @@ class Runner:
             self.notifier.report(phase_status(self.state, self.policy),
                                  stopping=self.state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
             for action in actions:
+                if isinstance(action, Finish) and self.state.requeue and self.spec.nodes.coordinator:
+                    self.requeue_job()
                 if isinstance(action, Finish):
                     log = self.log.info if action.exit_code == 0 else self.log.error
                     log("run_finished", exit_code=action.exit_code, reason=action.reason, generations=self.state.generation,
@@ -99,6 +108,20 @@ class Runner:
                 getattr(self, f"execute_{type(action).__name__}")(action)
             if self.table.run_started():
                 self.notifier.ready()  # once: the first process of the run is running
+
+    def requeue_job(self) -> None:
+        """--requeue-on: every process of the run is stopped; have Slurm run the job again (it resumes from here)."""
+        job = self.spec.slurm_job_id or ""
+        try:
+            done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.log.error("requeue_failed", job_id=job, error=str(exc), hint="requeue the job by hand: scontrol requeue JOBID")
+            return
+        if done.returncode == 0:
+            self.log.warning("job_requeued", job_id=job, hint="Slurm runs the job again; it resumes from the save folder")
+        else:
+            self.log.error("requeue_failed", job_id=job, error=(done.stderr or done.stdout).strip(),
+                           hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
 
     def record(self) -> None:
         problem = self.session.record(self.state)

@@ -246,3 +246,39 @@ def _optional_count(env: Mapping[str, str], name: str, field_name: str, source: 
         raise SlurmError(f"{name} {text!r} is not a non-negative integer: {ENV_FIX}")
     source[field_name] = name
     return count
+
+
+# --- what a launch takes from the allocation ---------------------------------------------------------------
+#: The rendezvous port inside Slurm: derived from the job id, so two jobs sharing a node do not collide.
+PORT_BASE = 29400
+PORT_SPAN = 1000
+
+
+def rendezvous_port(job_id: str) -> int:
+    digits = job_id.split("_")[0]  # array jobs: 1234_7
+    return PORT_BASE + int(digits) % PORT_SPAN if digits.isdigit() else PORT_BASE
+
+
+def check_one_task_per_node(allocation: SlurmAllocation, env: Mapping[str, str]) -> None:
+    """pai-launch runs once per node: under srun (one task per node) when the job has several nodes."""
+    run = "run it as `srun --ntasks-per-node=1 pai-launch ...` (see scripts/slurm/pai-launch.sbatch)"
+    if allocation.nnodes > 1 and _value(env, "SLURM_STEP_ID") is None:
+        raise SlurmError(f"this Slurm job has {allocation.nnodes} nodes but pai-launch is not running under srun "
+                         f"(SLURM_STEP_ID is unset), so it would run on one node only: {run}")
+    tasks, nodes = _natural(env.get("SLURM_STEP_NUM_TASKS", "")), _natural(env.get("SLURM_STEP_NUM_NODES", ""))
+    if tasks is not None and nodes is not None and tasks > nodes:
+        raise SlurmError(f"this job step runs {tasks} tasks on {nodes} node(s): pai-launch starts the workers itself, "
+                         f"{run}")
+
+
+def taken(allocation: SlurmAllocation, used: dict[str, object]) -> list[str]:
+    """--dry-run's account of what came from Slurm: 'name value (VARIABLE)' for each value used."""
+    where = {"nnodes": "nnodes", "node_rank": "node_rank", "rdzv_endpoint": "first_host", "rdzv_id": "job_id",
+             "nproc": "gpus_on_node"}
+    lines = []
+    for option, value in used.items():
+        variable = allocation.source.get(where[option], "")
+        detail = {"rdzv_endpoint": f"first host of {variable}, port from the job id",
+                  "rdzv_id": "SLURM_JOB_ID"}.get(option, variable)
+        lines.append(f"--{option.replace('_', '-')} {value} ({detail})")
+    return lines

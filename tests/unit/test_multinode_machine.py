@@ -104,3 +104,54 @@ def test_one_machine_without_poll_decides_no_progress_at_once():
     state, actions = replay([GenerationEnded(now=1.0)], needs_init=False, policy=Policy(standby_delay=None))
 
     assert state.exit_code == exitcodes.NO_PROGRESS and not any(isinstance(a, RecheckProgress) for a in actions)
+
+
+# --- Slurm's warning signal with --requeue-on ---------------------------------------------------------------
+REQUEUE = Policy(grace=10.0, standby_delay=None, requeue_on=signal.SIGUSR1)
+
+
+def test_the_requeue_signal_reaches_the_workers_then_stops_them_and_marks_the_run_for_requeue():
+    state, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=REQUEUE)
+
+    assert actions[1:] == [SignalRun(signal.SIGUSR1), SignalRun(signal.SIGTERM)]
+    assert state.phase is Phase.STOPPING and state.requeue and state.exit_code == 138
+    state, actions = step(REQUEUE, state, GenerationEnded(failures=(Failure.worker(0, -15),), now=2.0))
+    assert actions == [Finish(138, "SIGUSR1: stopped so that Slurm requeues the job")]
+
+
+def test_under_srun_slurm_signals_the_workers_itself_so_the_signal_is_not_handed_on_twice():
+    policy = Policy(grace=10.0, standby_delay=None, requeue_on=signal.SIGUSR1, signals_reach_workers=True)
+    _, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=policy)
+    assert SignalRun(signal.SIGUSR1) not in actions and SignalRun(signal.SIGTERM) in actions
+
+    plain = Policy(grace=10.0, standby_delay=None, signals_reach_workers=True)
+    _, actions = replay([SignalReceived(signal.SIGUSR2, 1.0)], needs_init=False, policy=plain)
+    assert actions[1:] == []
+
+
+def test_the_requeue_signal_in_a_multi_node_job_is_announced_to_every_node():
+    policy = Policy(grace=10.0, standby_delay=None, requeue_on=signal.SIGUSR1, multi_node=True)
+    _, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=policy)
+
+    assert AnnounceStop(signal.SIGUSR1, "SIGUSR1 to node 0's pai-launch (requeue)") in actions
+
+
+def test_the_requeue_signal_between_generations_ends_the_run_at_once():
+    history = [GenerationEnded(failures=(Failure.worker(0, 3),), now=1.0), SignalReceived(signal.SIGUSR1, 1.5)]
+    state, actions = replay(history, needs_init=False, policy=REQUEUE)
+
+    assert state.phase is Phase.DONE and state.requeue and actions[-1] == Finish(138, state.reason)
+
+
+def test_without_requeue_on_usr1_is_only_passed_on():
+    state, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=Policy(standby_delay=None))
+    assert actions[1:] == [SignalRun(signal.SIGUSR1)] and state.phase is Phase.TRAINING and not state.requeue
+
+
+def test_losing_node_0s_store_stops_the_workers_and_ends_with_exit_1():
+    from pai_launch.events import JobStoreLost
+
+    state, _ = replay([JobStoreLost("the job's store process ended", 1.0)], needs_init=False, policy=MULTI)
+    assert state.phase is Phase.STOPPING and state.exit_code == exitcodes.LAUNCHER_ERROR
+    state, actions = step(MULTI, state, GenerationEnded(failures=(Failure.worker(0, -15),), now=2.0))
+    assert actions == [Finish(1, "the job's store process ended")]
