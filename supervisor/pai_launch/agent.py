@@ -100,8 +100,8 @@ class _Reporter:
         self._relay = relay
         self._lock = threading.Lock()
 
-    def joined(self, generation: int) -> None:
-        os.write(self._fd, joined_line(generation))
+    def joined(self, generation: int, failures: int) -> None:
+        os.write(self._fd, joined_line(generation, failures))
 
     def report(self, result: GenerationResult) -> None:
         with self._lock:

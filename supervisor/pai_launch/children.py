@@ -10,6 +10,7 @@ All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-l
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -123,7 +124,8 @@ class Agent:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 if line.startswith(b'{"joined"'):
-                    self._report(AgentJoined(self.pid, int(line.split(b":")[1].strip(b" }")), time.monotonic()))
+                    joined = json.loads(line)
+                    self._report(AgentJoined(self.pid, joined["joined"], joined["failures"], time.monotonic()))
                 elif line.strip():
                     last = line
         os.close(self._result_r)

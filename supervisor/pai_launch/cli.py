@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import sys
 import time
 import traceback
@@ -23,7 +22,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch import __version__, exitcodes, logs, nodes, plan, procs, savedir, slurm
+from pai_launch import __version__, exitcodes, joboptions, logs, nodes, plan, procs, savedir, slurm
 from pai_launch.config import (
     LaunchSpec, PreflightError, default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus,
 )
@@ -150,11 +149,10 @@ def launch(
     try:
         gpu_list = parse_gpu_list(gpus) if gpus is not None else None
         visible = visible_gpus(env, gpu_list, physical)
-        allocation = _allocation(use_slurm, env, nnodes_given=nnodes is not None)
-        from_slurm: dict[str, object] = {}
-        if allocation is not None:
-            nnodes, node_rank, rdzv_endpoint, rdzv_id, nproc = _slurm_defaults(
-                allocation, from_slurm, nnodes, node_rank, rdzv_endpoint, rdzv_id, nproc, visible)
+        place = joboptions.resolve(
+            joboptions.PlaceOptions(nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_timeout, local_addr, use_slurm,
+                                    requeue_on, nproc), env, visible)
+        nproc, allocation = place.nproc, place.allocation
         spec = LaunchSpec(
             script=script,
             workdir=Path.cwd(),
@@ -177,9 +175,9 @@ def launch(
             backoff=backoff,
             backoff_max=backoff_max,
             stall_timeout=stall_timeout,
-            nodes=_nodes(nnodes or "1", node_rank or 0, rdzv_endpoint, rdzv_id, rdzv_timeout, local_addr),
+            nodes=place.nodes,
             fs_settle_given=fs_settle,
-            requeue_on=_requeue_signal(requeue_on, allocation),
+            requeue_on=place.requeue_on,
             slurm_job_id=allocation.job_id if allocation else None,
             slurm_restart_count=allocation.restart_count if allocation else 0,
             slurm_step=allocation is not None and bool(env.get("SLURM_STEP_ID")),
@@ -188,72 +186,13 @@ def launch(
     except (PreflightError, nodes.NodesError, slurm.SlurmError) as exc:
         _error(str(exc))
         return exitcodes.USAGE
-    if dry_run and from_slurm:
-        print("from Slurm (job " + allocation.job_id + "): " + "; ".join(slurm.taken(allocation, from_slurm)))
+    if dry_run and place.from_slurm:
+        print(f"from Slurm (job {allocation.job_id}): " + "; ".join(slurm.taken(allocation, place.from_slurm)))
     return _launch(spec, env, visible, inbox)
 
 
-def _allocation(use_slurm: bool | None, env: dict[str, str], *, nnodes_given: bool) -> slurm.SlurmAllocation | None:
-    """The Slurm job pai-launch runs in (unless --no-slurm); SlurmError for an environment that cannot be right."""
-    if use_slurm is False:
-        return None
-    allocation = slurm.from_env(env)
-    if allocation is None:
-        if use_slurm:
-            raise PreflightError("--slurm is given but SLURM_JOB_ID is not set: run inside a Slurm job, or drop --slurm")
-        return None
-    if not nnodes_given:
-        slurm.check_one_task_per_node(allocation, env)
-    return allocation
-
-
-def _slurm_defaults(allocation: slurm.SlurmAllocation, used: dict[str, object], nnodes, node_rank, endpoint, rdzv_id,
-                    nproc, visible):
-    """Fill what the command line left open from the allocation; `used` records what was taken."""
-    if nnodes is None:
-        nnodes = used["nnodes"] = str(allocation.nnodes)
-    if node_rank is None:
-        node_rank = used["node_rank"] = allocation.node_rank
-    multi = nodes.parse_nnodes(nnodes)[1] > 1
-    if endpoint is None and multi:
-        endpoint = used["rdzv_endpoint"] = f"{allocation.first_host}:{slurm.rendezvous_port(allocation.job_id)}"
-    if rdzv_id is None and multi:
-        rdzv_id = used["rdzv_id"] = f"slurm-{allocation.job_id}"
-    if nproc is None and not visible and allocation.gpus_on_node:
-        nproc = used["nproc"] = allocation.gpus_on_node
-    return nnodes, node_rank, endpoint, rdzv_id, nproc
-
-
-def _requeue_signal(name: str | None, allocation: slurm.SlurmAllocation | None) -> int | None:
-    if name is None:
-        return None
-    from pai_launch.signals import HANDLED
-
-    text = name.upper()
-    text = text if text.startswith("SIG") or text.isdigit() else "SIG" + text
-    try:
-        signum = signal.Signals(int(text)) if text.isdigit() else signal.Signals[text]
-    except (KeyError, ValueError):
-        signum = None
-    if signum not in HANDLED or signum == signal.SIGINT:
-        raise PreflightError(f"--requeue-on {name!r}: give USR1, USR2, TERM or HUP (the signal sbatch --signal sends)")
-    if allocation is None:
-        raise PreflightError("--requeue-on works inside a Slurm job (SLURM_JOB_ID is not set): drop it, or submit with sbatch")
-    return int(signum)
-
-
-def _nodes(nnodes: str, node_rank: int, endpoint: str | None, rdzv_id: str | None, timeout: float,
-           local_addr: str | None) -> nodes.Nodes:
-    low, high = nodes.parse_nnodes(nnodes)
-    host, port = nodes.parse_endpoint(endpoint) if endpoint is not None else ("localhost", nodes.DEFAULT_PORT)
-    spec = nodes.Nodes(min_nodes=low, max_nodes=high, node_rank=node_rank, host=host, port=port, rdzv_id=rdzv_id,
-                       rdzv_timeout=timeout, local_addr=local_addr)
-    nodes.check(spec, endpoint_given=endpoint is not None)
-    return spec
-
-
 def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
-    from pai_launch.coordination import JobSetupError
+    from pai_launch.coordination import JobSetupError, open_job
     from pai_launch.record import StateError
     from pai_launch.runner import Runner
     from pai_launch.session import SaveSession, move_aside
@@ -278,34 +217,11 @@ def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inb
             for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
-        store_host = _open_job(spec, session, env, inbox)
+        store_host = open_job(spec, session, env, inbox)
         return Runner(spec, session, inbox, env, visible, store_host=store_host).run()
     except (StateError, JobSetupError) as exc:
         _error(str(exc))
         return exitcodes.USAGE
-
-
-def _open_job(spec: LaunchSpec, session, env: dict[str, str], inbox: queue.SimpleQueue):
-    """Multi-node, before this node takes anything: node 0 serves the job's store (its StoreHost is returned);
-    another node checks the job against it and takes node 0's run id. JobSetupError: one line, exit 2."""
-    from pai_launch import coordination
-    from pai_launch.notify import child_env
-
-    nodes = spec.nodes
-    if not nodes.multi:
-        return None
-    fingerprint = coordination.job_fingerprint(session.fingerprint, nodes)
-    if nodes.coordinator:
-        info = coordination.store_info(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id),
-                                       fingerprint=fingerprint)
-        host = coordination.StoreHost(spec.python, child_env(env), nodes, info)
-        host.wait_ready()
-        return host
-    info = coordination.probe(spec.python, child_env(env), nodes, fingerprint, session.save_dir, spec.fs_settle,
-                              lambda: coordination.stop_requested(inbox))
-    if info:
-        session.join_job(info["run_id"])
-    return None
 
 
 def _error(message: str) -> None:

@@ -23,6 +23,7 @@ from pai_launch.record import STATE_DIR
 from pai_launch.threads import start_guarded
 
 TOKEN_FILE = f"{STATE_DIR}/coordinator"
+STOP_KEY = crossnode.STOP
 #: The store process imports torch before it answers: generous on a loaded machine.
 STORE_START_TIMEOUT = 120.0
 
@@ -175,4 +176,23 @@ def stop_message(signum: int, reason: str) -> str:
     return json.dumps({"signal": signum, "reason": reason})
 
 
-STOP_KEY = crossnode.STOP
+def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue) -> StoreHost | None:
+    """Multi-node, before this node takes anything: node 0 serves the job's store (its StoreHost is returned);
+    another node checks the job against it and takes node 0's run id. JobSetupError: one line, exit 2."""
+    from pai_launch import plan
+    from pai_launch.notify import child_env
+
+    nodes = spec.nodes
+    if not nodes.multi:
+        return None
+    fingerprint = job_fingerprint(session.fingerprint, nodes)
+    if nodes.coordinator:
+        info = store_info(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id), fingerprint=fingerprint)
+        host = StoreHost(spec.python, child_env(env), nodes, info)
+        host.wait_ready()
+        return host
+    info = probe(spec.python, child_env(env), nodes, fingerprint, session.save_dir, spec.fs_settle,
+                 lambda: stop_requested(inbox))
+    if info:
+        session.join_job(info["run_id"])
+    return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from pai_launch.protocol import WorkerFailure
 
@@ -68,12 +68,11 @@ class NodeOutcome:
         return cls(**data)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Combined:
     failures: tuple[WorkerFailure, ...] = ()
     error: str | None = None
     fatal: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
@@ -87,7 +86,7 @@ def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
     errors += [f"node {o.node} ({o.host}): {o.error}" for o in sorted(outcomes, key=lambda o: o.node) if o.error]
     real = [f for f in failures if not f.collateral]
     if real:
-        return Combined(failures=tuple(failures), fatal=fatal, notes=errors)
+        return Combined(failures=tuple(failures), fatal=fatal)
     if errors:
         return Combined(failures=tuple(failures), error="; ".join(errors), fatal=fatal)
     return Combined(failures=tuple(failures), fatal=fatal)
@@ -168,21 +167,23 @@ class StoreLink:
             raise JobStopped(int(data["signal"]), data["reason"])
 
     # --- a generation ------------------------------------------------------------------------------------
-    def enter(self, proposed: int, coordinator: bool, poll: float = 0.1) -> int:
-        """The generation this node runs: node 0 opens `proposed`; the others wait for one that is open
-        (opened, not yet running, not decided). JobStopped / StoreLost end the wait."""
+    def enter(self, proposed: int, coordinator: bool, failures: int, poll: float = 0.1) -> tuple[int, int]:
+        """(generation, failures) this node runs with: node 0 opens `proposed` with its failure count (the job's
+        budget used); the others wait for a generation that is open (opened, not yet running, not decided) and
+        take node 0's numbers. JobStopped / StoreLost end the wait."""
         self.check_stop()
         if coordinator:
             self.set(gen_key(proposed, "open"), str(time.time()))
-            self.set(GENERATION, str(proposed))
-            return proposed
+            self.set(GENERATION, json.dumps({"generation": proposed, "failures": failures}))
+            return proposed, failures
         while True:
             self.check_stop()
             text = self.get(GENERATION)
             if text is not None:
-                generation = int(text)
+                opened = json.loads(text)
+                generation = int(opened["generation"])
                 if self.get(gen_key(generation, "decided")) is None and self.get(gen_key(generation, "running")) is None:
-                    return generation
+                    return generation, int(opened["failures"])
             time.sleep(poll)
 
     def register(self, generation: int, member: Member, expected: int) -> None:

@@ -67,10 +67,12 @@ class AgentReported:
 
 @dataclass(frozen=True)
 class AgentJoined:
-    """A multi-node agent joined generation `generation` (node 0's number, which this node then uses)."""
+    """A multi-node agent joined generation `generation` with the job's failure count (node 0's numbers, which this
+    node then uses)."""
 
     agent_pid: int
     generation: int
+    failures: int
     now: float
 
 
@@ -198,10 +200,11 @@ class GenerationEnded:
 
 @dataclass(frozen=True)
 class GenerationJoined:
-    """This node runs generation `generation`, node 0's number for it."""
+    """This node runs generation `generation`, node 0's number for it, with the job's failure count."""
 
     generation: int
     now: float
+    failures: int = 0
 
 
 @dataclass(frozen=True)

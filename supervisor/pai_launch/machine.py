@@ -170,10 +170,10 @@ def _on_marker(policy: Policy, state: State, event: MarkerAppeared) -> tuple[Sta
 
 
 def _on_joined(policy: Policy, state: State, event: GenerationJoined) -> tuple[State, list[Action]]:
-    """Another node's pai-launch may be on another count (it was restarted): node 0's number wins."""
+    """This node's pai-launch may be on another count (it was restarted, or node 0 was): node 0's numbers win."""
     if state.phase is not Phase.TRAINING:
         return state, []
-    return replace(state, generation=event.generation), []
+    return replace(state, generation=event.generation, failures=event.failures), []
 
 
 def _on_save_lost(policy: Policy, state: State, event: SaveFolderLost) -> tuple[State, list[Action]]:

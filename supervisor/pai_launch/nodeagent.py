@@ -165,13 +165,13 @@ class NodeGeneration:
         if store_error and self.stopped_by is None:
             lost[0] = f"(the job's store at {self.nodes.host}:{self.nodes.port}) is gone: {store_error}"
         combined = crossnode.combine(list(outcomes.values()), lost)
-        result = GenerationResult(self.generation, failures=combined.failures, error=combined.error,
-                                  log_dir=self.request.log_dir, fatal=combined.fatal, members=max(1, len(self._members)))
+        members = max(1, len(self._members))
         if self.stopped_by is not None:
             return GenerationResult(self.generation, failures=combined.failures, log_dir=self.request.log_dir,
                                     stopped_signal=self.stopped_by.signum, stopped_reason=self.stopped_by.reason,
-                                    members=max(1, len(self._members)))
-        return result
+                                    members=members)
+        return GenerationResult(self.generation, failures=combined.failures, error=combined.error,
+                                log_dir=self.request.log_dir, fatal=combined.fatal, members=members)
 
     def _gather(self, own: NodeOutcome) -> dict[int, NodeOutcome]:
         outcomes = {own.node: own}
@@ -212,13 +212,13 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
         return GenerationResult(request.generation, error=f"cannot reach the job's store at {where} within "
                                 f"{nodes.rdzv_timeout:g} s (node 0's pai-launch serves it): {detail}", log_dir=request.log_dir)
     try:
-        generation = link.enter(request.generation, nodes.node_rank == 0)
+        generation, failures = link.enter(request.generation, nodes.node_rank == 0, nodes.failures)
     except JobStopped as stop:
         return GenerationResult(request.generation, stopped_signal=stop.signum, stopped_reason=stop.reason,
                                 log_dir=request.log_dir)
     except StoreLost as exc:
         return GenerationResult(request.generation, error=f"the job's store at {where} went away: {exc}", log_dir=request.log_dir)
-    joined(generation)
+    joined(generation, failures)
     os.environ[GENERATION_ENV] = str(generation)
     if nodes.node_rank != 0 and not savedir.wait_shown(os.path.join(nodes.save_dir, savedir.INIT_OUTPUT), nodes.fs_settle):
         fatal = (f"node 0 started generation {generation}, but {nodes.save_dir}/{savedir.INIT_OUTPUT} (its init run's output) is not "

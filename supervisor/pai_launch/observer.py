@@ -55,10 +55,11 @@ class Observer:
         elif isinstance(raw, AgentJoined):
             if not self.table.is_current_agent(raw.agent_pid):
                 return None
-            if raw.generation != state.generation:
+            if (raw.generation, raw.failures) != (state.generation, state.failures):
                 self.log.warning("generation_joined", generation=raw.generation, instead_of=state.generation,
-                                 hint="node 0 numbers the job's generations; this node follows")
-            return GenerationJoined(raw.generation, raw.now)
+                                 failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
+                                 "failures; this node follows")
+            return GenerationJoined(raw.generation, raw.now, raw.failures)
         elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
             self.log.error("save_folder_failed", reason=raw.reason)
         elif isinstance(raw, JobStoreLost):

@@ -72,7 +72,7 @@ def job_id(spec: LaunchSpec, run_id: str) -> str:
 
 
 def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_folder: str | None, base_env: dict[str, str],
-                       log_dir: str, save_dir: Path | None = None) -> GenerationRequest:
+                       log_dir: str, save_dir: Path | None = None, failures: int = 0) -> GenerationRequest:
     """What the agent is handed for one generation: its workers' command, environment and log folder (and, in a
     multi-node job, where the job's store is)."""
     nodes = None
@@ -80,7 +80,7 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
         n = spec.nodes
         nodes = NodeRequest(node_rank=n.node_rank, min_nodes=n.min_nodes, max_nodes=n.max_nodes, host=n.host, port=n.port,
                             rdzv_timeout=n.rdzv_timeout, job_id=job_id(spec, run_id), save_dir=str(save_dir or spec.save_dir),
-                            fs_settle=spec.fs_settle, local_addr=n.local_addr)
+                            fs_settle=spec.fs_settle, local_addr=n.local_addr, failures=failures)
     return GenerationRequest(
         generation=generation, nproc=spec.nproc, python=spec.python, args=worker_args(spec, load_folder),
         env=generation_env(spec, run_id, generation, base_env), log_dir=log_dir, grace=spec.grace,

@@ -54,6 +54,8 @@ class NodeRequest:
     #: How long a file written on another node may take to show up here (a shared file system's caching).
     fs_settle: float
     local_addr: str | None = None
+    #: This node's failure count (node 0's is the job's: the others take it from node 0).
+    failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,10 @@ class StopJob:
         return (json.dumps({"stop": asdict(self)}) + "\n").encode()
 
 
-def joined_line(generation: int) -> bytes:
-    """The agent's first line in a multi-node job: the generation it really joined (node 0's number)."""
-    return (json.dumps({"joined": generation}) + "\n").encode()
+def joined_line(generation: int, failures: int) -> bytes:
+    """The agent's first line in a multi-node job: the generation it really joined and the job's failure count, as
+    node 0 has them."""
+    return (json.dumps({"joined": generation, "failures": failures}) + "\n").encode()
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,8 @@ class Runner:
             return
         self.session.generation_starting()
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
-                                          self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir)
+                                          self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
+                                          failures=self.state.failures)
         pid, warm = self.table.start_agent(request)
         self.log.info("generation_started", generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
                       agent_pid=pid, warm_agent=warm)

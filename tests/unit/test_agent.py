@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from pai_launch.agent import _log_tail, failures_from_exits
-from pai_launch.protocol import WorkerFailure
 from pai_launch.workers import WorkerExit
 
 COLLATERAL = [-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL]

@@ -45,8 +45,8 @@ def test_a_stop_from_another_node_ends_this_run_with_that_signals_code_and_no_re
 def test_node_0s_generation_number_replaces_this_nodes_own():
     state, _ = replay([], needs_init=False, policy=MULTI, state=start(save_name="PAI", generation=4))
     assert state.generation == 5
-    state, _ = step(MULTI, state, GenerationJoined(3, 1.0))
-    assert state.generation == 3
+    state, _ = step(MULTI, state, GenerationJoined(3, 1.0, failures=2))
+    assert (state.generation, state.failures) == (3, 2)
     state, actions = step(MULTI, state, GenerationEnded(progressed=("switch_6.pt",), now=2.0))
     assert actions == [StartGeneration(4)]
 
