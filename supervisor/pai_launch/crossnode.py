@@ -163,7 +163,8 @@ class StoreLink:
         text = self.get(STOP)
         if text is not None:
             data = json.loads(text)
-            self.add(STOP_SEEN, 1)
+            if self.node > 0:  # node 0's store stays up until every other node has seen the flag
+                self.add(STOP_SEEN, 1)
             raise JobStopped(int(data["signal"]), data["reason"])
 
     # --- a generation ------------------------------------------------------------------------------------

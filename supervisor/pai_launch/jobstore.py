@@ -25,8 +25,9 @@ import time
 
 from pai_launch import crossnode, procs, savedir
 
-#: How long node 0's store stays up after its pai-launch is done, for the other nodes to see a stop.
-LINGER = 5.0
+#: How long node 0's store stays up, at most, after its pai-launch is done, for the other nodes to see a stop (one
+#: between generations sees it when it starts its next agent, after its backoff).
+LINGER = 10.0
 PROBE_FAILED = 2
 
 
