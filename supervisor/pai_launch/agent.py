@@ -174,6 +174,7 @@ def run_generation(request: GenerationRequest, result_fd: int) -> None:
     watch = WorkerWatch(request.nproc, all_exited)
     labels.watch = watch
     if node is not None:
+        node.abort = lambda: conclude((), None)
         node.start_monitor(watch)
     try:
         elastic_launch(config, request.python)(*entrypoint_args)
@@ -208,6 +209,7 @@ def send_stop(line: bytes) -> None:
     if not data:
         return
     stop = StopJob(**data)
+    nodeagent.STOP_RECEIVED.append((stop.signum, stop.reason))
     try:
         nodeagent.raise_stop_flag(stop)
     except Exception:  # noqa: BLE001 - the store may be gone already: nothing left to tell

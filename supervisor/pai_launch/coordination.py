@@ -53,7 +53,8 @@ class StoreHost:
         self.info = info
         self.popen = subprocess.Popen(
             _jobstore_argv(python, "serve", "--port", str(nodes.port), "--info", json.dumps(info)),
-            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            env={"TORCH_CPP_LOG_LEVEL": "ERROR", **env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
         )
         self.pid = self.popen.pid
         self._lock = threading.Lock()
@@ -67,6 +68,8 @@ class StoreHost:
         reader.join(timeout)
         line = answer[0].decode(errors="replace").strip() if answer else ""
         if line == "ready":
+            for stream in (self.popen.stdout, self.popen.stderr):  # drained, so a chatty store never blocks on a pipe
+                threading.Thread(target=lambda s=stream: s.read(), name=f"store-drain-{self.pid}", daemon=True).start()
             return
         self.popen.kill()
         _, err = self.popen.communicate(timeout=10)

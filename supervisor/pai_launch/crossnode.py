@@ -57,6 +57,8 @@ class NodeOutcome:
     failures: tuple[WorkerFailure, ...] = ()
     error: str | None = None
     fatal: str | None = None
+    #: This node's pai-launch was stopping the job (signal number, why) when its workers ended.
+    stopping: tuple[int, str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -65,6 +67,8 @@ class NodeOutcome:
     def from_json(cls, text: str) -> NodeOutcome:
         data = json.loads(text)
         data["failures"] = tuple(WorkerFailure(**item) for item in data["failures"])
+        if data.get("stopping") is not None:
+            data["stopping"] = tuple(data["stopping"])
         return cls(**data)
 
 
@@ -84,12 +88,19 @@ def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
     failures = sorted((f for o in outcomes for f in o.failures), key=lambda f: (f.collateral, f.at, f.rank))
     errors = [why if node < 0 else f"node {node} {why}" for node, why in sorted(lost.items())]
     errors += [f"node {o.node} ({o.host}): {o.error}" for o in sorted(outcomes, key=lambda o: o.node) if o.error]
-    real = [f for f in failures if not f.collateral]
+    # With a node (or the store) gone, torch's own agent may stop the workers before ours does: their SIGTERM or
+    # SIGKILL is the loss's doing, not a cause of its own.
+    real = [f for f in failures if not f.collateral and not (lost and stopped_by_launcher(f.returncode))]
     if real:
         return Combined(failures=tuple(failures), fatal=fatal)
     if errors:
         return Combined(failures=tuple(failures), error="; ".join(errors), fatal=fatal)
     return Combined(failures=tuple(failures), fatal=fatal)
+
+
+def stopped_by_launcher(returncode: int) -> bool:
+    """SIGTERM/SIGKILL (or 143/137 from a handler): what a launcher sends workers it stops."""
+    return returncode in (-15, -9, 143, 137)
 
 
 def peer_failed(outcome: NodeOutcome) -> bool:
@@ -127,12 +138,21 @@ class JobStopped(Exception):
 
 
 def connect(host: str, port: int, timeout: float):
-    """A client of node 0's store; torch retries the connection until `timeout`."""
+    """A client of node 0's store; torch retries the connection until `timeout`. Once connected, no single call may
+    block longer than LOST_AFTER (node 0's machine gone without a reset must not hold a node for many minutes)."""
     from datetime import timedelta
 
     from torch.distributed import TCPStore
 
-    return TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    store = TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    store.set_timeout(timedelta(seconds=LOST_AFTER))
+    return store
+
+
+def one_line(exc: BaseException) -> str:
+    """torch's store errors carry C++ frames on later lines: the first line, named."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 class StoreLink:
@@ -146,7 +166,7 @@ class StoreLink:
         try:
             return getattr(self.store, method)(*args)
         except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError/RuntimeError for a dead peer
-            raise StoreLost(f"lost the job's store ({type(exc).__name__}: {exc})") from exc
+            raise StoreLost(f"lost the job's store ({one_line(exc)})") from exc
 
     def get(self, key: str) -> str | None:
         if not self._call("check", [key]):
@@ -177,6 +197,7 @@ class StoreLink:
             self.set(gen_key(proposed, "open"), str(time.time()))
             self.set(GENERATION, json.dumps({"generation": proposed, "failures": failures}))
             return proposed, failures
+        self.set(node_key(self.node), str(time.time()))  # node 0's store lingers for the nodes it knows, after a stop
         while True:
             self.check_stop()
             text = self.get(GENERATION)
@@ -214,6 +235,10 @@ class StoreLink:
     def outcome(self, generation: int, node: int) -> NodeOutcome | None:
         text = self.get(gen_key(generation, "result", node))
         return None if text is None else NodeOutcome.from_json(text)
+
+    def abandon(self, generation: int) -> None:
+        """This generation never ran here (its rendezvous failed): nobody may join it any more."""
+        self.set(gen_key(generation, "decided"), "abandoned")
 
     def decided(self, generation: int) -> None:
         self.set(gen_key(generation, "decided"), "1")

@@ -65,13 +65,15 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
     try:
         store = crossnode.StoreLink(crossnode.connect(host, port, timeout), node)
         info_text = store.get(crossnode.INFO)
-        while info_text is not None and "token" not in json.loads(info_text) and time.monotonic() < deadline:
-            time.sleep(0.1)  # node 0 publishes its token once it holds the save folder
+        # Node 0's store publishes the job's facts a moment after it listens, and its token once node 0 holds the
+        # save folder: wait for both.
+        while (info_text is None or "token" not in json.loads(info_text)) and time.monotonic() < deadline:
+            time.sleep(0.1)
             info_text = store.get(crossnode.INFO)
         if info_text is not None:
             store.set(crossnode.node_key(node), socket.gethostname())
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout, or the store went away
-        print(f"error: cannot reach the job's store at {host}:{port} within {timeout:g} s ({type(exc).__name__}): start node 0 "
+        print(f"error: cannot reach the job's store at {host}:{port} within {timeout:g} s ({crossnode.one_line(exc)}): start node 0 "
               "first and check --rdzv-endpoint (node 0's address and port, the same on every node) and the network",
               flush=True)
         return PROBE_FAILED

@@ -190,6 +190,9 @@ def _on_store_lost(policy: Policy, state: State, event: JobStoreLost) -> tuple[S
         return finish(state, exitcodes.LAUNCHER_ERROR, event.reason)
     if state.phase in RUNNING:
         return stop(policy, state, signal.SIGTERM, event.now, StopCause.STORE_LOST, exitcodes.LAUNCHER_ERROR, event.reason)
+    if state.phase is Phase.STOPPING and state.stop_cause is StopCause.STALL:
+        # Stopping a stalled generation to retry it: without the store there is nothing to retry with.
+        return replace(state, stop_cause=StopCause.STORE_LOST, exit_code=exitcodes.LAUNCHER_ERROR, reason=event.reason), []
     return state, []
 
 

@@ -13,7 +13,6 @@ import signal
 import socket
 import threading
 import time
-import traceback
 
 import psutil
 
@@ -23,6 +22,8 @@ from pai_launch.nodes import generation_rendezvous_id
 from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
 
 GENERATION_ENV = "PAI_LAUNCH_GENERATION"
+#: Set by the agent when its pai-launch sends StopJob: this node's own workers are being stopped with the job.
+STOP_RECEIVED: list[tuple[int, str]] = []
 #: With --nnodes MIN:MAX, how long a rendezvous that reached MIN waits for more nodes.
 LAST_CALL = 5.0
 
@@ -56,6 +57,14 @@ class NodeGeneration:
         #: Our workers were stopped because of something elsewhere: their exits are collateral.
         self.we_stopped = False
         self.registered_at: float | None = None
+        #: time.time() when this agent stopped its workers because of something elsewhere.
+        self.stopped_at: float | None = None
+        #: A peer's problem that retrying cannot fix, seen before this node's workers ran.
+        self.peer_fatal: str | None = None
+        #: Called when the generation must end while no worker has started yet (the agent is still in torch's
+        #: rendezvous, which would wait out --rdzv-timeout): reports and leaves.
+        self.abort = None
+        self._last_scan = 0.0
         self._expected = 0
         self._members: dict[int, Member] = {}
         self._register_lock = threading.Lock()
@@ -70,7 +79,10 @@ class NodeGeneration:
     def _stop_local(self) -> None:
         if not self.we_stopped:
             self.we_stopped = True
+            self.stopped_at = time.time()
             stop_workers(self.request.grace)
+        if self.abort is not None and self.watch is not None and not self.watch.ranks:
+            self.abort()
 
     def _register(self, now: float, *, final: bool = False) -> None:
         """Once the workers' group is known (their environment shows it): this node is a member of the generation.
@@ -104,6 +116,10 @@ class NodeGeneration:
                 self.store_error = str(exc)
                 self._stop_local()
                 return
+            except Exception as exc:  # noqa: BLE001 - a bug here must end the generation, not leave it unwatched
+                self.store_error = f"the node monitor failed: {crossnode.one_line(exc)}"
+                self._stop_local()
+                return
             # Quick until this node is registered: a peer that dies early should still be named.
             self._done.wait(crossnode.BEAT_INTERVAL if self.registered_at is not None else 0.02)
 
@@ -113,6 +129,13 @@ class NodeGeneration:
             self.link.check_stop()
         self._register(now)
         if self.registered_at is None:
+            if now - self._last_scan >= crossnode.BEAT_INTERVAL:  # a peer that cannot run this job (folder not shared)
+                self._last_scan = now
+                for node in range(self.nodes.max_nodes):
+                    outcome = self.link.outcome(self.generation, node) if node != self.nodes.node_rank else None
+                    if outcome is not None and outcome.fatal:
+                        self.peer_fatal = outcome.fatal
+                        self._stop_local()
             return
         self._refresh_members()
         for node in list(self._members):
@@ -135,24 +158,44 @@ class NodeGeneration:
     # --- once the workers are gone ----------------------------------------------------------------------
     def finish(self, failures: tuple[WorkerFailure, ...], error: str | None) -> GenerationResult:
         """Publish this node's outcome, read every member's, and return the combined result."""
+        stopped_at = self.stopped_at if self.stopped_at is not None else float("inf")
         local = tuple(
             WorkerFailure(f.rank, f.returncode, f.pid, f.log_tail, node=self.nodes.node_rank, host=self.host, at=f.at,
-                          collateral=self.we_stopped or (index > 0 and _is_collateral(f.returncode)))
+                          collateral=f.at >= stopped_at - 0.05 or (index > 0 and crossnode.stopped_by_launcher(f.returncode)))
             for index, f in enumerate(failures)
         )
-        outcome = NodeOutcome(self.nodes.node_rank, self.host, local, error)
+        stopping = STOP_RECEIVED[0] if STOP_RECEIVED else None
+        outcome = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=stopping)
         outcomes = {self.nodes.node_rank: outcome}
-        if error is not None and self.watch is not None and not self.watch.ranks:
-            # No worker ever ran here (the rendezvous failed, say): nobody is waiting for this node's outcome.
+        if self.watch is not None and not self.watch.ranks and not failures:
+            # No worker ever ran here (the rendezvous failed, or the job ended before it did): nobody waits for this
+            # node's outcome, and nobody may join this generation any more.
             self._done.set()
-            return GenerationResult(self.generation, error=error, log_dir=self.request.log_dir)
+            try:
+                self.link.abandon(self.generation)
+            except StoreLost:
+                pass
+            if self.stopped_by is not None:
+                return GenerationResult(self.generation, log_dir=self.request.log_dir, stopped_signal=self.stopped_by.signum,
+                                        stopped_reason=self.stopped_by.reason)
+            fatal = self.peer_fatal
+            why = error or self.store_error or "the generation ended before this node's workers started"
+            return GenerationResult(self.generation, error=None if fatal else why, fatal=fatal, log_dir=self.request.log_dir)
         try:
             self._register(time.monotonic(), final=True)
             self.link.publish(self.generation, outcome)
             if self.stopped_by is None:
                 outcomes = self._gather(outcome)
+            if self.stopped_by is None:
+                self.link.check_stop()  # a stop raised while we gathered still wins over the failures it caused
+        except JobStopped as stop:
+            self.stopped_by = stop
         except StoreLost as exc:
             self.store_error = self.store_error or str(exc)
+        if self.stopped_by is None:
+            stopping = next((o.stopping for o in outcomes.values() if o.stopping is not None), None)
+            if stopping is not None:  # a node was stopping the job when its workers ended: they were stopped, not failed
+                self.stopped_by = JobStopped(*stopping)
         # Decided: what the peers did from here on (node 0 leaving once everyone has read) changes nothing.
         self._done.set()
         lost, store_error = dict(self.lost), self.store_error
@@ -196,10 +239,6 @@ class NodeGeneration:
             time.sleep(0.05)
 
 
-def _is_collateral(returncode: int) -> bool:
-    return returncode in (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL)
-
-
 def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | GenerationResult:
     """Connect to the job's store and take this node's generation; a GenerationResult when that fails."""
     nodes = request.nodes
@@ -208,7 +247,7 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
     try:
         link = StoreLink(crossnode.connect(nodes.host, nodes.port, nodes.rdzv_timeout), nodes.node_rank)
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout
-        detail = traceback.format_exception_only(exc)[-1].strip()
+        detail = crossnode.one_line(exc)
         return GenerationResult(request.generation, error=f"cannot reach the job's store at {where} within "
                                 f"{nodes.rdzv_timeout:g} s (node 0's pai-launch serves it): {detail}", log_dir=request.log_dir)
     try:

@@ -116,10 +116,10 @@ class Descendants:
                 reaped.append((pid, status))
         return reaped
 
-    def kill_all(self) -> int:
-        """SIGKILL every remembered live descendant and its process group; return how many were alive."""
+    def kill_all(self, spare: frozenset[int] = frozenset()) -> int:
+        """SIGKILL every remembered live descendant (but `spare`) and its process group; return how many were alive."""
         self.refresh()
-        live = self.alive()
+        live = [proc for proc in self.alive() if proc.pid not in spare]
         for proc in live:
             try:
                 pgid = os.getpgid(proc.pid)

@@ -50,6 +50,7 @@ class ProcessTable:
         self._plain: PlainProcess | None = None
         self._agent: Agent | None = None
         self._standby: Agent | None = None
+        self._spared: frozenset[int] = frozenset()
         #: A standby asked to raise the job's stop flag (close() gives it a moment to do so).
         self._stopping_standby: Agent | None = None
         #: (process, signal) pairs already sent, so a stop signal reaches late workers once and nobody twice.
@@ -141,9 +142,14 @@ class ProcessTable:
             self._sent.add((proc, signum))
         return sent
 
+    def spare(self, pid: int) -> None:
+        """A process the run's kill leaves alone (node 0's job store: the other nodes need it); close() still sweeps it."""
+        self._spared = self._spared | {pid}
+
     def kill_all(self) -> int:
-        """SIGKILL every descendant; the standby agent goes with them (a retry must not be handed a dead one)."""
-        count = self._descendants.kill_all()
+        """SIGKILL every descendant but the spared; the standby agent goes with them (a retry must not be handed a dead
+        one)."""
+        count = self._descendants.kill_all(self._spared)
         self._discard_standby()
         return count
 

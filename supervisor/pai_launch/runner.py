@@ -59,6 +59,7 @@ class Runner:
         try:
             self.table.open()
             if self.store_host is not None:
+                self.table.spare(self.store_host.pid)
                 self.store_host.watch(self.inbox.put)
                 self.store_host.publish_token(self.session.save_dir)
             self.observer = Observer(self.session, self.table, self.log, self.notifier)
@@ -238,11 +239,13 @@ class Runner:
 
     def execute_AnnounceStop(self, action) -> None:
         nodes = self.spec.nodes
+        stop = StopJob(action.signum, action.reason, nodes.host, nodes.port)
         if self.store_host is not None:
             self.store_host.set(coordination.STOP_KEY, coordination.stop_message(action.signum, action.reason))
+            self.table.stop_job(stop)  # this node's agent, too, reports the generation as stopped, not failed
             told = True
         else:
-            told = self.table.stop_job(StopJob(action.signum, action.reason, nodes.host, nodes.port))
+            told = self.table.stop_job(stop)
         log = self.log.info if told else self.log.warning
         log("job_stop_announced", reason=action.reason, told=told,
             **({} if told else {"hint": "no agent to reach node 0's store: the other nodes notice this node is gone"}))

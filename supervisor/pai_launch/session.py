@@ -216,7 +216,8 @@ class SaveSession:
     def watch(self, report: Callable[[object], None]) -> None:
         """Start watching the folder (once): writes and the completion marker reach `report` as they land."""
         if self._watcher is None and self.save_dir.is_dir():
-            self._watcher = SaveFolderWatcher(self.save_dir, report, poll=self.spec.poll)
+            # inotify never sees what other machines write to a shared folder: several nodes poll.
+            self._watcher = SaveFolderWatcher(self.save_dir, report, poll=self.spec.poll or self.spec.nodes.multi)
             self._watcher.start()
 
     def close(self) -> None:

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 #: The usual fix for SLURM_* variables that Slurm itself would never have set this way.
 ENV_FIX = ("run pai-launch in the Slurm job's own environment (sbatch, salloc or srun), "
            "or unset SLURM_JOB_ID to run without Slurm")
-NODE_COUNT_VARIABLES = ("SLURM_JOB_NUM_NODES", "SLURM_NNODES")
-NODELIST_VARIABLES = ("SLURM_JOB_NODELIST", "SLURM_NODELIST")
+#: Under srun the job step's own (a step may use part of the allocation; SLURM_NODEID counts within it), else the job's.
+NODE_COUNT_VARIABLES = ("SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 #: The most hosts a node list may expand to; checked before any list is built.
 MAX_HOSTS = 100_000
 

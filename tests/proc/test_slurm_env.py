@@ -26,7 +26,7 @@ def test_dry_run_shows_what_was_taken_from_slurm(scene):
     assert rc == 0, launch.stderr
     first = launch.stdout.splitlines()[0]
     assert first.startswith("from Slurm (job 77): ")
-    for taken in ("--nnodes 2 (SLURM_NNODES)", "--node-rank 1 (SLURM_NODEID)",
+    for taken in ("--nnodes 2 (SLURM_STEP_NUM_NODES)", "--node-rank 1 (SLURM_NODEID)",
                   "--rdzv-endpoint gpu01:29477 (first host of SLURM_JOB_NODELIST", "--rdzv-id slurm-77 (SLURM_JOB_ID)",
                   "--nproc 2 (SLURM_GPUS_ON_NODE)"):
         assert taken in first, first

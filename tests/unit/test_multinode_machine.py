@@ -155,3 +155,24 @@ def test_losing_node_0s_store_stops_the_workers_and_ends_with_exit_1():
     assert state.phase is Phase.STOPPING and state.exit_code == exitcodes.LAUNCHER_ERROR
     state, actions = step(MULTI, state, GenerationEnded(failures=(Failure.worker(0, -15),), now=2.0))
     assert actions == [Finish(1, "the job's store process ended")]
+
+
+def test_losing_the_store_while_a_stalled_generation_stops_ends_the_run_instead_of_retrying():
+    from pai_launch.events import JobStoreLost
+
+    stalling = Policy(grace=10.0, standby_delay=None, multi_node=True, stall_timeout=5.0, stall_dump_wait=1.0)
+    state, _ = replay([Tick(6.0), Tick(7.5)], needs_init=False, policy=stalling)
+    assert state.phase is Phase.STOPPING
+    state, _ = step(stalling, state, JobStoreLost("the job's store process ended", 8.0))
+    state, actions = step(stalling, state, GenerationEnded(failures=(Failure.worker(0, -15),), now=9.0))
+    assert actions == [Finish(exitcodes.LAUNCHER_ERROR, "the job's store process ended")]
+
+
+def test_a_job_stopped_by_another_nodes_requeue_signal_is_requeued_here_too():
+    state, _ = replay([GenerationEnded(stopped=(signal.SIGUSR1, "SIGUSR1 to node 1's pai-launch (requeue)"), now=2.0)],
+                      needs_init=False, policy=REQUEUE)
+    assert state.requeue and state.exit_code == 138
+
+    state, _ = replay([GenerationEnded(stopped=(signal.SIGTERM, "SIGTERM to node 1's pai-launch"), now=2.0)],
+                      needs_init=False, policy=REQUEUE)
+    assert not state.requeue and state.exit_code == 143

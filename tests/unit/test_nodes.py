@@ -119,3 +119,17 @@ def test_nodes_that_never_said_who_they_were_are_counted_as_the_cause():
     combined = combine(outcomes, {-1: "1 node(s) of the rendezvous never reported in"})
 
     assert combined.error == "1 node(s) of the rendezvous never reported in"
+
+
+def test_a_stopping_nodes_outcome_survives_the_store_as_json():
+    outcome = NodeOutcome(0, "h0", (failure(0, -15, node=0, at=1.0),), stopping=(15, "SIGTERM to node 0's pai-launch"))
+    assert NodeOutcome.from_json(outcome.to_json()) == outcome
+
+
+def test_with_the_store_or_a_node_gone_a_signalled_worker_is_not_the_cause():
+    outcomes = [NodeOutcome(1, "h1", (failure(1, -15, node=1, at=1.0), failure(2, 143, node=1, at=1.1)))]
+    combined = combine(outcomes, {0: "(the job's store at h0:29400) is gone"})
+
+    assert combined.error == "node 0 (the job's store at h0:29400) is gone"
+    real = combine([NodeOutcome(1, "h1", (failure(1, 3, node=1, at=1.0),))], {0: "(the job's store) is gone"})
+    assert real.error is None and real.failures[0].returncode == 3, "a worker's own exit code still comes first"

@@ -386,3 +386,14 @@ def test_every_environment_error_says_how_to_fix_it():
     for env in broken:
         message = slurm_error(env)
         assert "unset SLURM_JOB_ID" in message and "srun" in message, message
+
+
+def test_under_srun_the_job_steps_nodes_are_the_ones_that_count():
+    from pai_launch.slurm import from_env
+
+    env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NUM_NODES": "4", "SLURM_JOB_NODELIST": "n[1-4]", "SLURM_NODEID": "1",
+           "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NODELIST": "n[3-4]"}
+    allocation = from_env(env)
+
+    assert (allocation.nnodes, allocation.first_host, allocation.node_rank) == (2, "n3", 1)
+    assert allocation.source["nnodes"] == "SLURM_STEP_NUM_NODES" and allocation.source["first_host"] == "SLURM_STEP_NODELIST"
