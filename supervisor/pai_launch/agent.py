@@ -21,7 +21,7 @@ import traceback
 
 import psutil
 
-from pai_launch import nodeagent, procs
+from pai_launch import agent_store, nodeagent, procs
 from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, WorkerFailure, joined_line
 from pai_launch.relay import LogRelay
 from pai_launch.workers import WorkerExit, WorkerWatch
@@ -211,7 +211,7 @@ def send_stop(line: bytes) -> None:
     stop = StopJob(**data)
     nodeagent.STOP_RECEIVED.append((stop.signum, stop.reason))
     try:
-        nodeagent.raise_stop_flag(stop)
+        agent_store.raise_stop_flag(stop)
     except Exception:  # noqa: BLE001 - the store may be gone already: nothing left to tell
         pass
 

@@ -7,7 +7,8 @@ BEAT_INTERVAL; it stops its workers promptly when a peer stops beating, fails, o
 stop. When its workers are gone it publishes its node's result and reads every member's, so every
 node reports the same combined outcome to its pai-launch.
 
-The store client is torch's; combine() and the key names are plain code the supervisor's tests drive.
+Nothing here imports torch: StoreLink wraps a torch TCPStore client that nodeagent.connect makes (in the agent
+and store processes only); combine() and the key names are plain code the supervisor's tests drive.
 """
 
 from __future__ import annotations
@@ -135,18 +136,6 @@ class JobStopped(Exception):
         super().__init__(reason)
         self.signum = signum
         self.reason = reason
-
-
-def connect(host: str, port: int, timeout: float):
-    """A client of node 0's store; torch retries the connection until `timeout`. Once connected, no single call may
-    block longer than LOST_AFTER (node 0's machine gone without a reset must not hold a node for many minutes)."""
-    from datetime import timedelta
-
-    from torch.distributed import TCPStore
-
-    store = TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
-    store.set_timeout(timedelta(seconds=LOST_AFTER))
-    return store
 
 
 def one_line(exc: BaseException) -> str:

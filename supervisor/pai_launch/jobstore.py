@@ -24,6 +24,7 @@ import sys
 import time
 
 from pai_launch import crossnode, procs, savedir
+from pai_launch.agent_store import connect
 
 #: How long node 0's store stays up, at most, after its pai-launch is done, for the other nodes to see a stop (one
 #: between generations sees it when it starts its next agent, after its backoff).
@@ -63,7 +64,7 @@ def _other_nodes(store, max_nodes: int) -> int:
 def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, save_dir: str, settle: float) -> int:
     deadline = time.monotonic() + timeout
     try:
-        store = crossnode.StoreLink(crossnode.connect(host, port, timeout), node)
+        store = crossnode.StoreLink(connect(host, port, timeout), node)
         info_text = store.get(crossnode.INFO)
         # Node 0's store publishes the job's facts a moment after it listens, and its token once node 0 holds the
         # save folder: wait for both.

@@ -17,6 +17,7 @@ import time
 import psutil
 
 from pai_launch import crossnode, savedir
+from pai_launch.agent_store import connect
 from pai_launch.crossnode import JobStopped, Member, NodeOutcome, StoreLink, StoreLost
 from pai_launch.nodes import generation_rendezvous_id
 from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
@@ -245,7 +246,7 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
     assert nodes is not None
     where = f"{nodes.host}:{nodes.port}"
     try:
-        link = StoreLink(crossnode.connect(nodes.host, nodes.port, nodes.rdzv_timeout), nodes.node_rank)
+        link = StoreLink(connect(nodes.host, nodes.port, nodes.rdzv_timeout), nodes.node_rank)
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout
         detail = crossnode.one_line(exc)
         return GenerationResult(request.generation, error=f"cannot reach the job's store at {where} within "
@@ -269,15 +270,6 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
             pass
         return GenerationResult(generation, fatal=fatal, log_dir=request.log_dir)
     return link, generation
-
-
-def raise_stop_flag(stop) -> None:
-    """Tell every node the job stops (their agents poll the flag); a short connect: node 0 may be gone."""
-    import json
-
-    store = StoreLink(crossnode.connect(stop.host, stop.port, 5.0), -1)
-    if store.get(crossnode.STOP) is None:
-        store.set(crossnode.STOP, json.dumps({"signal": stop.signum, "reason": stop.reason}))
 
 
 def launch_config(request: GenerationRequest, generation: int):
