@@ -22,6 +22,7 @@ import traceback
 import psutil
 
 from pai_launch import agent_store, nodeagent, procs
+from pai_launch.crossnode import stopped_by_launcher
 from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, WorkerFailure, joined_line
 from pai_launch.relay import LogRelay
 from pai_launch.workers import WorkerExit, WorkerWatch
@@ -79,14 +80,9 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
     return ""
 
 
-def _is_collateral(returncode: int) -> bool:
-    """SIGTERM/SIGKILL (or 143/137 from a handler) is what torch sends the other ranks once one has failed."""
-    return returncode in (-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL)
-
-
 def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
     """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
-    failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, _is_collateral(e.returncode), e.rank))
+    failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, stopped_by_launcher(e.returncode), e.rank))
     offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
     return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
                                at=e.at + offset) for e in failed)
@@ -182,7 +178,7 @@ def run_generation(request: GenerationRequest, result_fd: int) -> None:
     except ChildFailedError as exc:
         def order(item):
             rank, f = item
-            return (f.timestamp, watch.exit_time(f.pid), _is_collateral(f.exitcode), rank)
+            return (f.timestamp, watch.exit_time(f.pid), stopped_by_launcher(f.exitcode), rank)
 
         failures = tuple(
             WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(request.log_dir, f.local_rank), at=float(f.timestamp))

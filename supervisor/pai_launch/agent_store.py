@@ -3,8 +3,6 @@ stop flag in it. Runs in the agent and store processes only: the supervisor neve
 
 from __future__ import annotations
 
-import json
-
 from pai_launch import crossnode
 from pai_launch.crossnode import StoreLink
 
@@ -25,4 +23,4 @@ def raise_stop_flag(stop) -> None:
     """Tell every node the job stops (their agents poll the flag); a short connect: node 0 may be gone."""
     store = StoreLink(connect(stop.host, stop.port, 5.0), -1)
     if store.get(crossnode.STOP) is None:
-        store.set(crossnode.STOP, json.dumps({"signal": stop.signum, "reason": stop.reason}))
+        store.set(crossnode.STOP, crossnode.stop_message(stop.signum, stop.reason))

@@ -175,10 +175,6 @@ def probe(python: str, env: dict[str, str], nodes: Nodes, fingerprint: dict, sav
     raise JobSetupError(f"the check against node 0's store failed ({tail}): is torch installed for {python}?")
 
 
-def stop_message(signum: int, reason: str) -> str:
-    return json.dumps({"signal": signum, "reason": reason})
-
-
 def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue) -> StoreHost | None:
     """Multi-node, before this node takes anything: node 0 serves the job's store (its StoreHost is returned);
     another node checks the job against it and takes node 0's run id. JobSetupError: one line, exit 2."""

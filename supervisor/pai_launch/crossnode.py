@@ -99,6 +99,11 @@ def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
     return Combined(failures=tuple(failures), fatal=fatal)
 
 
+def stop_message(signum: int, reason: str) -> str:
+    """The job's stop flag as stored (check_stop reads it back)."""
+    return json.dumps({"signal": signum, "reason": reason})
+
+
 def stopped_by_launcher(returncode: int) -> bool:
     """SIGTERM/SIGKILL (or 143/137 from a handler): what a launcher sends workers it stops."""
     return returncode in (-15, -9, 143, 137)

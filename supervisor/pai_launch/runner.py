@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import coordination, exitcodes, logs, machine, plan, savedir
+from pai_launch import coordination, crossnode, exitcodes, logs, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
@@ -241,7 +241,7 @@ class Runner:
         nodes = self.spec.nodes
         stop = StopJob(action.signum, action.reason, nodes.host, nodes.port)
         if self.store_host is not None:
-            self.store_host.set(coordination.STOP_KEY, coordination.stop_message(action.signum, action.reason))
+            self.store_host.set(coordination.STOP_KEY, crossnode.stop_message(action.signum, action.reason))
             self.table.stop_job(stop)  # this node's agent, too, reports the generation as stopped, not failed
             told = True
         else:
