@@ -234,7 +234,9 @@ class Runner:
         self.log.warning("run_killed", processes=self.table.kill_all())
 
     def execute_ScheduleRetry(self, action) -> None:
-        self.log.warning("retry_scheduled", delay_s=action.delay, failures=action.failures,
+        # The backoff counts from the failure's discovery; retry_in_s is what is left of it as this line is written.
+        left = max(0.0, (self.state.retry_at or 0.0) - time.monotonic())
+        self.log.warning("retry_scheduled", delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
                          max_failures=self.spec.max_failures, reason=action.reason)
 
     def execute_AnnounceStop(self, action) -> None:

@@ -22,13 +22,16 @@ def _worker_generations(scene) -> list[int]:
 
 
 def _gaps(launch) -> list[float]:
-    """Seconds from each retry_scheduled event to the generation_started that follows it."""
+    """Seconds from each retry_scheduled event to the generation_started that follows it, plus the part of the
+    backoff already spent when the line was written (the backoff counts from the failure's discovery)."""
     events = launch.events()
     gaps = []
     for index, event in enumerate(events):
         if event["event"] == "retry_scheduled":
             following = next(e for e in events[index:] if e["event"] == "generation_started")
-            gaps.append(stamp(following) - stamp(event))
+            spent = event["delay_s"] - event["retry_in_s"]
+            assert 0 <= spent <= event["delay_s"], event
+            gaps.append(stamp(following) - stamp(event) + spent)
     return gaps
 
 
