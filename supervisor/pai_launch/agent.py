@@ -1,36 +1,37 @@
-"""The agent process: the only part of pai-launch that imports torch.
+"""The agent process: one per node for the whole run, the only part of pai-launch that imports torch.
 
-It starts, imports torch's elastic launcher (so it is warm before it is needed), then waits for one
-GenerationRequest on its request pipe, runs that generation through `elastic_launch` (c10d
-rendezvous on a free local port, max_restarts=0: pai-launch owns the restart policy), writes one
-GenerationResult to its result pipe and leaves at once, without waiting for torch's teardown.
+It starts, imports torch's elastic launcher, starts its forkserver (warm workers; see warmpool) unless told to run
+cold, and says it is ready. Then, one at a time, it takes a GenerationRequest from its request pipe, runs that
+generation (generation.py), writes the GenerationResult and says it is ready again. It never runs user code itself.
+It leaves when the supervisor closes the request pipe, and dies with the supervisor.
 
-Run as: python -m pai_launch.agent --request-fd R --result-fd W --parent-pid P
+Lines out, one JSON object each: {"ready": {...}} (the first one says whether workers are warm, and why not),
+{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID}, {"went_cold": WHY} (its forkserver
+died and its successor failed the self-check), {"retiring": WHY}.
+Lines in: a request, or {"stop": ...} at any time (raise the job's stop flag in node 0's store).
+
+Run as: python -m pai_launch.agent --request-fd R --result-fd W --parent-pid P [--cold | --preload M1,M2]
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
+import json
 import os
+import queue
 import signal
 import sys
 import threading
 import time
-import traceback
 
 import psutil
 
-from pai_launch import agent_store, nodeagent, procs
-from pai_launch.crossnode import stopped_by_launcher
-from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, WorkerFailure, joined_line
-from pai_launch.relay import LogRelay
-from pai_launch.workers import WorkerExit, WorkerWatch
+from pai_launch import agent_store, generation, nodeagent, procs
+from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, joined_line
+from pai_launch.workers import helper_pids
 
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
 PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3
-_LOG_TAIL_LINES = 20
-
 
 _dying = False
 
@@ -63,144 +64,45 @@ def _arm_parent_watch(parent_pid: int) -> None:
         _on_parent_death(PARENT_DIED_SIGNAL, None)
 
 
-def _log_tail(log_dir: str, local_rank: int) -> str:
-    """The last lines of a rank's stderr (falling back to stdout) from torch's per-rank log files."""
-    for stream in ("stderr.log", "stdout.log"):
-        paths = sorted(glob.glob(os.path.join(log_dir, "**", "attempt_*", str(local_rank), stream), recursive=True))
-        for path in reversed(paths):
-            try:
-                with open(path, "rb") as handle:
-                    handle.seek(0, os.SEEK_END)
-                    handle.seek(max(0, handle.tell() - 16384))
-                    lines = handle.read().decode(errors="replace").splitlines()
-            except OSError:
-                continue
-            if any(line.strip() for line in lines):
-                return "\n".join(lines[-_LOG_TAIL_LINES:])
-    return ""
+class Output:
+    """The result pipe: whole lines, from any thread."""
 
-
-def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
-    """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
-    failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, stopped_by_launcher(e.returncode), e.rank))
-    offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
-    return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
-                               at=e.at + offset) for e in failed)
-
-
-class _Reporter:
-    """Writes the one result and leaves at once, whoever gets there first: the worker watch or torch."""
-
-    def __init__(self, result_fd: int, relay: LogRelay) -> None:
-        self._fd = result_fd
-        self._relay = relay
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
         self._lock = threading.Lock()
 
-    def joined(self, generation: int, failures: int) -> None:
-        os.write(self._fd, joined_line(generation, failures))
-
-    def report(self, result: GenerationResult) -> None:
+    def _line(self, data: bytes) -> None:
         with self._lock:
-            self._relay.stop()
-            os.write(self._fd, result.to_line())
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)  # torch's remaining teardown (exit barrier, store shutdown) has nothing left to do for us
+            try:
+                os.write(self._fd, data)
+            except OSError:
+                pass
 
+    def ready(self, **facts) -> None:
+        self._line((json.dumps({"ready": facts}) + "\n").encode())
 
-class _RankLabels:
-    """The prefix of a worker's relayed lines: `[rank3]`, and in a multi-node job `[rank3 node1]` (global rank: torch
-    numbers ranks node by node, so it is the group's first rank plus the local rank)."""
+    def joined(self, generation_: int, failures: int) -> None:
+        self._line(joined_line(generation_, failures))
 
-    def __init__(self, request: GenerationRequest) -> None:
-        self.nproc = request.nproc
-        self.node = None if request.nodes is None else request.nodes.node_rank
-        self.watch: WorkerWatch | None = None
+    def result(self, result: GenerationResult) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._line(result.to_line())
 
-    def __call__(self, local_rank: int) -> str:
-        if self.node is None:
-            return f"[rank{local_rank}]"
-        group = self.watch.group if self.watch is not None else None
-        rank = f"rank{group[0] * self.nproc + local_rank}" if group is not None else f"local rank {local_rank}"
-        return f"[{rank} node{self.node}]"
+    def stop_raised(self) -> None:
+        self._line(b'{"stop_raised": true}\n')
 
+    def forkserver_restarted(self, pid: int) -> None:
+        self._line((json.dumps({"forkserver_restarted": pid}) + "\n").encode())
 
-def run_generation(request: GenerationRequest, result_fd: int) -> None:
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    def went_cold(self, why: str) -> None:
+        self._line((json.dumps({"went_cold": why}) + "\n").encode())
 
-    os.environ.update(request.env)
-    labels = _RankLabels(request)
-    reporter = _Reporter(result_fd, LogRelay(request.log_dir, label=labels).start())
-    generation, node = request.generation, None
-    if request.nodes is not None:
-        entered = nodeagent.enter(request, reporter.joined)
-        if isinstance(entered, GenerationResult):
-            reporter.report(entered)
-        link, generation = entered
-        node = nodeagent.NodeGeneration(request, link, generation)
-        config = nodeagent.launch_config(request, generation)
-    else:
-        config = LaunchConfig(
-            min_nodes=1,
-            max_nodes=1,
-            nproc_per_node=request.nproc,
-            run_id=request.elastic_run_id,
-            rdzv_backend="c10d",
-            rdzv_endpoint="localhost:0",
-            max_restarts=0,
-            monitor_interval=0.1,
-            logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
-            shutdown_timeout=max(1, int(request.grace)),
-        )
-    entrypoint_args = procs.dies_with_parent((request.python, *request.args), python=request.python)[1:]
-    concluding = threading.Lock()
-
-    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
-        """Once, whoever gets here first: this node's result (combined with the others' in a multi-node job)."""
-        with concluding:
-            if node is None:
-                reporter.report(GenerationResult(generation, failures=failures, error=error, log_dir=request.log_dir))
-            reporter.report(node.finish(failures, error))
-
-    def all_exited(exits: list[WorkerExit]) -> None:
-        conclude(failures_from_exits(exits, request.log_dir))
-
-    watch = WorkerWatch(request.nproc, all_exited)
-    labels.watch = watch
-    if node is not None:
-        node.abort = lambda: conclude((), None)
-        node.start_monitor(watch)
-    try:
-        elastic_launch(config, request.python)(*entrypoint_args)
-        failures, error = (), None
-    except ChildFailedError as exc:
-        def order(item):
-            rank, f = item
-            return (f.timestamp, watch.exit_time(f.pid), stopped_by_launcher(f.exitcode), rank)
-
-        failures = tuple(
-            WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(request.log_dir, f.local_rank), at=float(f.timestamp))
-            for rank, f in sorted(exc.failures.items(), key=order)
-        )
-        error = None
-    except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
-        failures, error = (), traceback.format_exception_only(exc)[-1].strip()
-    watch.stop()
-    conclude(failures, error)
-
-
-def _listen_for_stop(fd: int) -> None:
-    """After its request, the supervisor may send StopJob: raise the job's stop flag in node 0's store."""
-    line = _read_line(fd)
-    if line:
-        send_stop(line)
+    def retiring(self, why: str) -> None:
+        self._line((json.dumps({"retiring": why}) + "\n").encode())
 
 
 def send_stop(line: bytes) -> None:
-    import json
-
     data = json.loads(line).get("stop")
     if not data:
         return
@@ -212,45 +114,113 @@ def send_stop(line: bytes) -> None:
         pass
 
 
-def _read_line(fd: int) -> bytes:
-    chunks = []
+def _read_requests(fd: int, requests: queue.Queue, out: Output) -> None:
+    """Requests go to the main loop; a stop is handled here at once, even mid-generation. EOF: None."""
+    buffer = b""
     while True:
         chunk = os.read(fd, 65536)
         if not chunk:
-            return b""
-        chunks.append(chunk)
-        if chunk.endswith(b"\n"):
-            return b"".join(chunks)
+            requests.put(None)
+            return
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.startswith(b'{"stop"'):
+                send_stop(line)
+                out.stop_raised()
+            elif line.strip():
+                requests.put(line)
 
 
-def main(argv: list[str] | None = None) -> None:
+def _warm_up(options, out: Output):
+    """The forkserver, or cold workers (--cold, or a self-check that failed); tells the supervisor which."""
+    started = time.monotonic()
+    if options.cold:
+        out.ready(warm=False, why="--cold", preloaded=[], took_s=0.0, helpers=[])
+        return None
+    from pai_launch import warmpool
+
+    preload = tuple(name for name in options.preload.split(",") if name) if options.preload is not None \
+        else warmpool.DEFAULT_PRELOAD
+    try:
+        pool, why = warmpool.start(preload, tuple(options.cold_path))
+    except Exception as exc:  # noqa: BLE001 - a forkserver that cannot start means cold workers, not no run
+        pool, why = None, f"the forkserver did not start: {type(exc).__name__}: {exc}"
+    took = round(time.monotonic() - started, 2)
+    if pool is None:
+        _stop_resource_tracker()  # started for the forkserver; a cold agent's only children are its workers
+        out.ready(warm=False, why=why, preloaded=[], took_s=took, helpers=helper_pids())
+    else:
+        out.ready(warm=True, why=why, preloaded=list(pool.preloaded), missing=list(pool.missing),
+                  forkserver=pool.server_pid, took_s=took, helpers=helper_pids())
+    return pool
+
+
+def _stop_resource_tracker() -> None:
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker._resource_tracker._stop()
+    except Exception:  # noqa: BLE001 - it dies with us anyway (its pipe closes)
+        pass
+
+
+def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pai_launch.agent")
     parser.add_argument("--request-fd", type=int, required=True)
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--cold", action="store_true")
+    parser.add_argument("--preload", default=None, help="comma-separated modules for the forkserver")
+    parser.add_argument("--temp-dir", default=None, help="where multiprocessing keeps its files (removed by the supervisor)")
     options = parser.parse_args(argv)
+    if options.temp_dir:
+        import tempfile
+
+        os.makedirs(options.temp_dir, exist_ok=True)
+        tempfile.tempdir = options.temp_dir  # this process only: neither the forkserver nor a worker sees it
+    options.cold_path = cold_path if cold_path is not None else [p for p in sys.path if p]
     _arm_parent_watch(options.parent_pid)
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, _ignore)
+    signal.signal(generation.ABANDON_SIGNAL, generation.on_abandon)
     # torch's C++ warnings (a peer's store connection closing, with a stack trace) are noise in the agent; the
     # workers, which inherit our environment, keep whatever level the user set.
     user_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ["TORCH_CPP_LOG_LEVEL"] = user_level or "ERROR"
-    import torch.distributed.launcher.api  # noqa: F401  - warm up before the request arrives
+    import torch.distributed.launcher.api  # noqa: F401  - warm up before the first request arrives
 
     if user_level is None:
         os.environ.pop("TORCH_CPP_LOG_LEVEL")
-
-    line = _read_line(options.request_fd)
-    if not line:
-        os._exit(0)
-    if line.startswith(b'{"stop"'):  # a standby agent used to tell the job this node is stopping
-        send_stop(line)
-        os._exit(0)
-    threading.Thread(target=_listen_for_stop, args=(options.request_fd,), name="stop-listener", daemon=True).start()
-    run_generation(GenerationRequest.from_line(line), options.result_fd)
+    out = Output(options.result_fd)
+    requests: queue.Queue = queue.Queue()
+    threading.Thread(target=_read_requests, args=(options.request_fd, requests, out), name="requests",
+                     daemon=True).start()
+    pool = _warm_up(options, out)
+    while True:
+        line = requests.get()
+        if line is None:
+            break
+        request = GenerationRequest.from_line(line)
+        if pool is not None:
+            restarted, problem = pool.ensure()
+            if restarted and problem is None:
+                out.forkserver_restarted(pool.server_pid)
+            if problem is not None:
+                pool.stop()
+                pool = None
+                _stop_resource_tracker()
+                out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
+        generation.run_generation(request, out, pool)
+        out.ready()
+    if pool is not None:
+        pool.stop()  # the server exits and is reaped, so nothing is left for the supervisor's sweep
+    _stop_resource_tracker()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 - PlainProcess: the init run and the DataParallel process, output passed through to our stdout with
   its tail kept for error messages; reports ProcessExited.
-- Agent: a `python -m pai_launch.agent` process that runs one generation per request; reports
-  AgentReported.
+- Agent: the `python -m pai_launch.agent` process that runs the run's generations, one per request; reports
+  AgentStarted, AgentJoined, AgentReported and AgentGone.
 All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies.
 """
 
@@ -14,12 +14,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from pai_launch import procs
-from pai_launch.events import AgentJoined, AgentReported, ProcessExited, Role
+from pai_launch.events import AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, ProcessExited, Role
 from pai_launch.plan import Command
 from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob
 from pai_launch.threads import start_guarded
@@ -65,16 +68,24 @@ class PlainProcess:
 
 
 class Agent:
-    """An agent process, started ahead of time so torch is already imported when a generation begins."""
+    """The node's agent process, started once and handed one generation at a time.
 
-    def __init__(self, python: str, cwd: Path, base_env: dict[str, str], report: Report) -> None:
+    A request is written only once the agent has said it is ready (it may still be starting its forkserver, or
+    finishing torch's teardown of the last generation); until then it waits here. An agent that exits between
+    generations hands back the request it never took (AgentGone), for a new agent to run."""
+
+    def __init__(self, python: str, cwd: Path, base_env: dict[str, str], report: Report, *,
+                 agent_args: tuple[str, ...] = ()) -> None:
         request_r, self._request_w = os.pipe()
         self._result_r, result_w = os.pipe()
-        # Import this very copy of the package without putting it on the workers' PYTHONPATH.
-        bootstrap = f"import sys; sys.path.insert(0, {_package_root()!r}); from pai_launch.agent import main; main()"
+        # Import this very copy of the package without putting it on the workers' PYTHONPATH; keep the sys.path a
+        # fresh interpreter would have (less -c's leading ''), which warm workers are given.
+        bootstrap = (f"import sys; cold = sys.path[1:] if sys.path[:1] == [''] else sys.path[:]; "
+                     f"sys.path.insert(0, {_package_root()!r}); from pai_launch.agent import main; "
+                     f"main(cold_path=cold)")
         argv = [
             python, "-c", bootstrap,
-            "--request-fd", str(request_r), "--result-fd", str(result_w), "--parent-pid", str(os.getpid()),
+            "--request-fd", str(request_r), "--result-fd", str(result_w), "--parent-pid", str(os.getpid()), *agent_args,
         ]
         try:
             self.popen = subprocess.Popen(
@@ -86,36 +97,58 @@ class Agent:
             os.close(result_w)
         self.pid = self.popen.pid
         self._report = report
+        self._lock = threading.Lock()
+        self._ready = False
+        self._pending: GenerationRequest | None = None
+        self._running: GenerationRequest | None = None
+        #: The agent's own account of itself, from its first ready line (warm, why, preloaded, forkserver pid).
+        self.facts: dict | None = None
+        self.stop_raised = threading.Event()
+        self._retiring = ""
+        start_guarded(self._read, name=f"agent-{self.pid}", report=report)
+
+    def workers(self) -> list[psutil.Process]:
+        """The processes running the current generation's script: none before the request went out; the forkserver's
+        children when warm; else the agent's children but its helpers."""
+        with self._lock:
+            running, facts = self._running, dict(self.facts or {})
+        if running is None:
+            return []
+        try:
+            if facts.get("warm") and facts.get("forkserver"):
+                return psutil.Process(facts["forkserver"]).children()
+            helpers = set(facts.get("helpers") or ())
+            return [child for child in psutil.Process(self.pid).children() if child.pid not in helpers]
+        except psutil.Error:
+            return []
 
     def run(self, request: GenerationRequest) -> None:
-        """Hand the agent its generation; AgentReported follows from a thread.
+        """Hand the agent its generation now, or as soon as it is ready; AgentReported follows from a thread."""
+        with self._lock:
+            if self._ready:
+                self._send(request)
+            else:
+                self._pending = request
+                self._report(AgentTookRequest(self.pid, False, time.monotonic()))  # before the reader can send it
 
-        A multi-node agent keeps its request pipe open: a StopJob may follow (see stop_job)."""
+    def _send(self, request: GenerationRequest) -> None:
+        self._ready, self._pending, self._running = False, None, request
         try:
             os.write(self._request_w, request.to_line())
-        except BrokenPipeError:
-            pass
-        if request.nodes is None:
-            self._close_request()
-        start_guarded(self._await_result, name=f"agent-{self.pid}", report=self._report)
+        except OSError:
+            pass  # it died: its end of the result pipe says so
 
     def stop_job(self, stop: StopJob) -> None:
-        """Have the agent raise the job's stop flag in node 0's store (it may be running or standing by)."""
+        """Have the agent raise the job's stop flag in node 0's store (running a generation or not)."""
         if self._request_w >= 0:
             try:
                 os.write(self._request_w, stop.to_line())
             except OSError:
-                pass
-            self._close_request()
+                self.stop_raised.set()
 
-    def _close_request(self) -> None:
-        if self._request_w >= 0:
-            os.close(self._request_w)
-            self._request_w = -1
-
-    def _await_result(self) -> None:
-        """Lines until EOF: `{"joined": G}` (multi-node) as soon as it comes, then the result."""
-        buffer, last = b"", b""
+    def _read(self) -> None:
+        """Lines until EOF: ready, joined, results, stop_raised, went_cold, retiring."""
+        buffer = b""
         while True:
             chunk = os.read(self._result_r, 65536)
             if not chunk:
@@ -123,25 +156,64 @@ class Agent:
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                if line.startswith(b'{"joined"'):
-                    joined = json.loads(line)
-                    self._report(AgentJoined(self.pid, joined["joined"], joined["failures"], time.monotonic()))
-                elif line.strip():
-                    last = line
+                if line.strip():
+                    self._line(line)
         os.close(self._result_r)
         self._close_request()
-        result = GenerationResult.from_line(last) if last.strip() else None
-        self._report(AgentReported(self.pid, result, self.popen.wait(), time.monotonic()))
+        self.stop_raised.set()
+        returncode = self.popen.wait()
+        now = time.monotonic()
+        with self._lock:
+            running, pending = self._running, self._pending
+            self._running = self._pending = None
+        if running is not None or (pending is not None and self.facts is None):
+            # It died running a generation, or before it was ever ready: that generation failed (a new agent
+            # would most likely die the same way).
+            self._report(AgentReported(self.pid, None, returncode, now))
+        else:
+            self._report(AgentGone(self.pid, returncode, self._retiring, pending, now))
 
-    def discard(self) -> None:
-        """An unused standby: closing its request pipe makes it exit; it has no workers."""
+    def _line(self, line: bytes) -> None:
+        data = json.loads(line)
+        now = time.monotonic()
+        if "ready" in data:
+            with self._lock:
+                self._ready = True
+                first = self.facts is None
+                if first:
+                    self.facts = data["ready"]
+                took = self._pending is not None
+                if took:
+                    self._send(self._pending)
+            if took:
+                self._report(AgentTookRequest(self.pid, True, now))
+            if first:
+                self._report(AgentStarted(self.pid, data["ready"], now))
+        elif "joined" in data:
+            self._report(AgentJoined(self.pid, data["joined"], data["failures"], now))
+        elif "stop_raised" in data:
+            self.stop_raised.set()
+        elif "forkserver_restarted" in data:
+            self.facts = {**(self.facts or {}), "forkserver": data["forkserver_restarted"]}
+            self._report(AgentStarted(self.pid, {**self.facts, "restarted": True}, now))
+        elif "went_cold" in data:
+            self.facts = {"warm": False, "why": data["went_cold"]}
+            self._report(AgentStarted(self.pid, {"warm": False, "why": data["went_cold"], "went_cold": True}, now))
+        elif "retiring" in data:
+            self._retiring = data["retiring"]
+        else:
+            with self._lock:
+                self._running = None
+            self._report(AgentReported(self.pid, GenerationResult.from_line(line), None, now))
+
+    def _close_request(self) -> None:
+        if self._request_w >= 0:
+            os.close(self._request_w)
+            self._request_w = -1
+
+    def close(self) -> None:
+        """No more generations: closing its request pipe makes it exit."""
         self._close_request()
-        try:
-            os.close(self._result_r)
-        except OSError:
-            pass
-        procs.signal_pid(self.pid, 9)
-        self.popen.wait()
 
 
 def _package_root() -> str:

@@ -134,6 +134,13 @@ def launch(
         "--requeue-on", env="REQUEUE_ON", show_default=False,
         help="In Slurm: on this signal (e.g. USR1 from sbatch --signal=B:USR1@120) forward it to the workers, stop the "
              "job cleanly and requeue it (scontrol requeue); the requeued job resumes from the save folder.")] = None,
+    cold: Annotated[bool, _option(
+        "--cold", env="COLD",
+        help="Start every worker as a fresh interpreter, not as a fork of the agent's preloaded forkserver.")] = False,
+    preload: Annotated[Optional[str], _option(
+        "--preload", env="PRELOAD", show_default=False,
+        help="Modules the forkserver imports once for every warm worker, comma-separated (empty: none). Modules that "
+             "touch CUDA are refused by its self-check. [default: torch,torch.distributed,perforatedai.utils_perforatedai]")] = None,
     fresh: Annotated[bool, _option(
         "--fresh", env=None,
         help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")] = False,
@@ -181,6 +188,8 @@ def launch(
             slurm_job_id=allocation.job_id if allocation else None,
             slurm_restart_count=allocation.restart_count if allocation else 0,
             slurm_step=allocation is not None and bool(env.get("SLURM_STEP_ID")),
+            cold=cold,
+            preload=None if preload is None else tuple(name.strip() for name in preload.split(",") if name.strip()),
         )
         preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
     except (PreflightError, nodes.NodesError, slurm.SlurmError) as exc:

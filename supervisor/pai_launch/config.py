@@ -16,8 +16,6 @@ from pai_launch import savedir
 from pai_launch.machine_state import Policy
 from pai_launch.nodes import Nodes
 
-#: On a machine with no spare core, start the next generation's agent only once workers are past start-up.
-STANDBY_DELAY = 4.0
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 LOG_FORMATS = ("auto", "console", "json")
 NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
@@ -70,6 +68,17 @@ class LaunchSpec:
     slurm_step: bool = False
     #: --fs-settle; None: SHARED_FS_SETTLE on a shared file system (several nodes, --poll), else 0.
     fs_settle_given: float | None = None
+    #: --cold: workers are fresh interpreters; else forks of the agent's forkserver, preloaded with `preload`
+    #: (None: the agent's default).
+    cold: bool = False
+    preload: tuple[str, ...] | None = None
+
+    @property
+    def agent_args(self) -> tuple[str, ...]:
+        """How the agent is told to make its workers."""
+        if self.cold:
+            return ("--cold",)
+        return () if self.preload is None else ("--preload", ",".join(self.preload))
 
     @property
     def save_dir(self) -> Path:
@@ -82,14 +91,13 @@ class LaunchSpec:
         return SHARED_FS_SETTLE if (self.nodes.multi or self.poll) else 0.0
 
 
-def policy_for(spec: LaunchSpec, cpu_count: int) -> Policy:
-    """What the state machine is asked to do, from the command line (and the machine's core count)."""
-    spare_core = cpu_count > spec.nproc + 1
+def policy_for(spec: LaunchSpec) -> Policy:
+    """What the state machine is asked to do, from the command line."""
     return Policy(
         grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.max_failures_given,
         max_failures=spec.max_failures, backoff_initial=spec.backoff, backoff_max=spec.backoff_max,
         stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
-        standby_delay=0.0 if spare_core else STANDBY_DELAY, multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
+        multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
         node_rank=spec.nodes.node_rank, requeue_on=spec.requeue_on,
         signals_reach_workers=spec.slurm_step,
     )
@@ -178,6 +186,15 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
     if spec.requeue_on is not None and spec.nodes.coordinator and shutil.which("scontrol") is None:
         raise PreflightError("--requeue-on needs Slurm's scontrol, which is not on PATH: install slurm-client (in the "
                              "container too) or drop --requeue-on")
+    if spec.preload is not None:
+        if spec.cold:
+            raise PreflightError("--preload has no effect with --cold (no forkserver): drop one of them")
+        for name in spec.preload:
+            if not all(part.isidentifier() for part in name.split(".")) or name.startswith("__"):
+                raise PreflightError(f"--preload {name!r} is not a module name: give importable names, e.g. torch,numpy")
+            if importlib.util.find_spec(name.split(".")[0]) is None:
+                raise PreflightError(f"--preload {name}: no module {name.split('.')[0]} in this environment: install it "
+                                     "or drop it from --preload")
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
     _check_writable_folder(spec.save_dir, "--save-name")

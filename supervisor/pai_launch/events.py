@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pai_launch import exitcodes
-from pai_launch.protocol import GenerationResult
+from pai_launch.protocol import GenerationRequest, GenerationResult
 
 
 class Role(Enum):
@@ -57,11 +57,41 @@ class ProcessExited:
 
 @dataclass(frozen=True)
 class AgentReported:
-    """An agent process ended its generation: its result, or None when it died without one."""
+    """An agent ended its generation: its result (the agent goes on), or None when it died without one (returncode)."""
 
     agent_pid: int
     result: GenerationResult | None
+    returncode: int | None
+    now: float
+
+
+@dataclass(frozen=True)
+class AgentStarted:
+    """An agent is ready for its first generation, with warm workers or cold ones (`facts` say which and why); also
+    sent when an agent goes cold later (`facts["went_cold"]`)."""
+
+    agent_pid: int
+    facts: dict
+    now: float
+
+
+@dataclass(frozen=True)
+class AgentTookRequest:
+    """A request that waited for the agent to be ready has gone to it (`taken`), or waits (not `taken`)."""
+
+    agent_pid: int
+    taken: bool
+    now: float
+
+
+@dataclass(frozen=True)
+class AgentGone:
+    """An agent exited between generations (it retired, or was killed): `pending` is the request it never took."""
+
+    agent_pid: int
     returncode: int
+    why: str
+    pending: GenerationRequest | None
     now: float
 
 
@@ -216,6 +246,20 @@ class GenerationRefused:
 
 
 @dataclass(frozen=True)
+class WorkersWaiting:
+    """The generation's request waits for the agent (still starting): no worker runs yet, so no stall is counted."""
+
+    now: float
+
+
+@dataclass(frozen=True)
+class WorkersLaunched:
+    """The agent has taken the request that waited for it: the workers start now, and so does the stall clock."""
+
+    now: float
+
+
+@dataclass(frozen=True)
 class SaveActivity:
     """Something was written to the save folder; `training` when it is more than a start-up file."""
 
@@ -244,6 +288,8 @@ class Tick:
     now: float
 
 
-Observation = SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | ThreadFailed
+Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
+               | AgentTookRequest | AgentGone | ThreadFailed)
 Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationJoined | GenerationRefused
-         | JobStoreLost | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick)
+         | JobStoreLost | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick | WorkersLaunched
+         | WorkersWaiting)

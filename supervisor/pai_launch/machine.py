@@ -21,7 +21,8 @@ from pai_launch.actions import (
 )
 from pai_launch.events import (
     AdoptionRefused, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
-    MarkerAppeared, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
+    MarkerAppeared, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched,
+    WorkersWaiting,
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
     FORWARD_SIGNALS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
@@ -103,7 +104,7 @@ def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tupl
             state = replace(state, stop_cause=StopCause.SIGNAL, exit_code=code, reason=f"stopped by {name}")
         # A second Ctrl+C means "now": kill without waiting out the grace period.
         if signum == signal.SIGINT and not state.killed:
-            return replace(state, killed=True, standby=False), [KillRun()]
+            return replace(state, killed=True, agent_started=False), [KillRun()]
         return state, []
     return stop(policy, state, signum, event.now, StopCause.SIGNAL, code, f"stopped by {name}")
 
@@ -114,10 +115,10 @@ def _on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Act
         if state.killed:
             return state, []
         if state.stop_deadline is not None and now >= state.stop_deadline:
-            return replace(state, killed=True, standby=False), [KillRun()]
+            return replace(state, killed=True, agent_started=False), [KillRun()]
         # Workers that started after the stop signal went out (torch spawns them a moment later) get it too.
         return state, [SignalRun(state.stop_signal, only_new=True)] if state.stop_signal is not None else []
-    state, actions = _standby_due(policy, state, now)
+    state, actions = _agent_due(policy, state)
     if state.phase is Phase.SETTLING:
         return state, [*actions, RecheckProgress()]
     if state.phase is Phase.BACKOFF:
@@ -136,30 +137,37 @@ def _on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Act
             reason = f"stalled: no write to the save folder for {idle:.0f} s"
             return stop(policy, state, signal.SIGTERM, now, StopCause.STALL, None, reason)
         return state, actions
-    if policy.stall_timeout is not None and state.last_activity is not None and now - state.last_activity >= policy.stall_timeout:
+    if policy.stall_timeout is not None and state.last_activity is not None and not state.workers_waiting \
+            and now - state.last_activity >= policy.stall_timeout:
         stalled = replace(state, stall_stop_at=now + policy.stall_dump_wait)
         return stalled, [*actions, ReportStall(now - state.last_activity), SignalRun(STALL_SIGNAL)]
     return state, actions
 
 
-def _standby_due(policy: Policy, state: State, now: float) -> tuple[State, list[Action]]:
-    """Start the next generation's agent ahead of time, so torch is already imported when it is needed.
-
-    On a machine without a spare core (standby_delay > 0), only once the workers are past their start-up.
-    """
-    if policy.standby_delay is None or policy.data_parallel or state.standby:
+def _agent_due(policy: Policy, state: State) -> tuple[State, list[Action]]:
+    """Start the node's agent ahead of its first generation, so torch is imported and its forkserver warm by then;
+    again after a kill took it down."""
+    if not policy.agent_ahead or policy.data_parallel or state.agent_started:
         return state, []
     if state.phase not in (Phase.INIT, Phase.TRAINING, Phase.BACKOFF, Phase.SETTLING):
         return state, []
-    if state.phase is Phase.TRAINING and now - state.started_at < policy.standby_delay:
-        return state, []
-    return replace(state, standby=True), [PrepareAgent()]
+    return replace(state, agent_started=True), [PrepareAgent()]
 
 
 def _on_save_activity(policy: Policy, state: State, event: SaveActivity) -> tuple[State, list[Action]]:
     if state.phase is not Phase.TRAINING:
         return state, []
     return replace(state, last_activity=event.now, reached_training=state.reached_training or event.training), []
+
+
+def _on_waiting(policy: Policy, state: State, event: WorkersWaiting) -> tuple[State, list[Action]]:
+    return (replace(state, workers_waiting=True), []) if state.phase is Phase.TRAINING else (state, [])
+
+
+def _on_launched(policy: Policy, state: State, event: WorkersLaunched) -> tuple[State, list[Action]]:
+    if state.phase is not Phase.TRAINING:
+        return state, []
+    return replace(state, workers_waiting=False, last_activity=max(event.now, state.last_activity or event.now)), []
 
 
 def _on_marker(policy: Policy, state: State, event: MarkerAppeared) -> tuple[State, list[Action]]:
@@ -232,6 +240,8 @@ _HANDLERS = {
     SignalReceived: _on_signal,
     Tick: _on_tick,
     SaveActivity: _on_save_activity,
+    WorkersLaunched: _on_launched,
+    WorkersWaiting: _on_waiting,
     MarkerAppeared: _on_marker,
     SaveFolderLost: _on_save_lost,
     JobStoreLost: _on_store_lost,

@@ -65,8 +65,8 @@ class Policy:
     stall_dump_wait: float = 5.0
     #: --save-name was given: an init run that writes elsewhere is an error, not a folder to adopt.
     save_name_given: bool = False
-    #: Seconds into a generation before the next one's agent is started ahead; None: never.
-    standby_delay: float | None = 0.0
+    #: Start the node's agent when the run starts (it warms up during the init run), not with the first generation.
+    agent_ahead: bool = True
     #: Several nodes: a stop here is announced to the whole job, and a job-wide stop ends this node's run.
     multi_node: bool = False
     #: Seconds a shared file system may take to show another node's switch file before "no progress" is decided.
@@ -107,8 +107,10 @@ class State:
     stall_stop_at: float | None = None
     #: The workers of this generation wrote to the save folder beyond start-up files.
     reached_training: bool = False
-    #: An agent for the next generation has been asked for and not used yet.
-    standby: bool = False
+    #: The generation's request waits for the agent to be ready: no stall is counted meanwhile.
+    workers_waiting: bool = False
+    #: The node's agent has been asked for (it lives for the run; a kill takes it down, and a new one is asked for).
+    agent_started: bool = False
     #: SETTLING: when "no progress" is decided if the save folder still shows none.
     settle_deadline: float | None = None
     #: Multi-node: this node's stop has been announced to the job.
@@ -137,5 +139,5 @@ def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
     nxt = state.generation + 1
     fresh = replace(state, phase=Phase.TRAINING, generation=nxt, started_at=now, marker_deadline=None, retry_at=None,
                     last_activity=now, stall_stop_at=None, stop_cause=None, stop_signal=None, reached_training=False,
-                    standby=False, settle_deadline=None)
+                    settle_deadline=None, workers_waiting=False)
     return fresh, [StartGeneration(nxt)]

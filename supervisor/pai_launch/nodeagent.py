@@ -29,10 +29,10 @@ STOP_RECEIVED: list[tuple[int, str]] = []
 LAST_CALL = 5.0
 
 
-def stop_workers(grace: float) -> None:
-    """SIGTERM every worker's process group now, SIGKILL what is left after `grace`."""
+def stop_workers(workers, grace: float) -> None:
+    """SIGTERM every worker's process group now, SIGKILL what is left after `grace` (`workers()`: the processes)."""
     def send(signum: int) -> None:
-        for child in psutil.Process().children():
+        for child in workers():
             try:
                 os.killpg(child.pid, signum)
             except OSError:
@@ -81,7 +81,8 @@ class NodeGeneration:
         if not self.we_stopped:
             self.we_stopped = True
             self.stopped_at = time.time()
-            stop_workers(self.request.grace)
+            stop_workers(self.watch.processes if self.watch is not None else psutil.Process().children,
+                         self.request.grace)
         if self.abort is not None and self.watch is not None and not self.watch.ranks:
             self.abort()
 
@@ -272,7 +273,7 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
     return link, generation
 
 
-def launch_config(request: GenerationRequest, generation: int):
+def launch_config(request: GenerationRequest, generation: int, start_method: str = "spawn"):
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig
 
@@ -285,5 +286,5 @@ def launch_config(request: GenerationRequest, generation: int):
         rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
         max_restarts=0, monitor_interval=0.1, local_addr=nodes.local_addr,
         logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
-        shutdown_timeout=max(1, int(request.grace)),
+        shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
     )

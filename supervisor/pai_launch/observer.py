@@ -11,9 +11,10 @@ import signal
 
 from pai_launch import exitcodes, machine, savedir
 from pai_launch.events import (
-    AgentJoined, AgentReported, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
+    AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
-    ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed,
+    ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
+    WorkersWaiting,
 )
 from pai_launch.notify import Notifier
 from pai_launch.proctable import ProcessTable
@@ -51,7 +52,18 @@ class Observer:
         elif isinstance(raw, ProcessExited):
             return self.plain_exited(raw, state)
         elif isinstance(raw, AgentReported):
-            return self.agent_reported(raw, state) if self.table.agent_ended(raw.agent_pid) else None
+            ended = self.table.agent_ended(raw.agent_pid, alive=raw.result is not None)
+            return self.agent_reported(raw, state) if ended else None
+        elif isinstance(raw, AgentStarted):
+            self.agent_started(raw)
+            return None
+        elif isinstance(raw, AgentTookRequest):
+            if not self.table.is_current_agent(raw.agent_pid):
+                return None
+            return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
+        elif isinstance(raw, AgentGone):
+            self.agent_gone(raw)
+            return None
         elif isinstance(raw, AgentJoined):
             if not self.table.is_current_agent(raw.agent_pid):
                 return None
@@ -78,6 +90,35 @@ class Observer:
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
         return self.generation_ended(GenerationEnded(failures, complete=self.session.complete(), now=raw.now), state, duration)
+
+    def agent_started(self, raw: AgentStarted) -> None:
+        facts = raw.facts
+        if facts.get("restarted"):
+            self.log.warning("forkserver_restarted", agent_pid=raw.agent_pid, forkserver_pid=facts.get("forkserver"),
+                             hint="the agent's forkserver had died; the new one passed the self-check")
+        elif facts.get("went_cold"):
+            self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
+        elif facts.get("warm"):
+            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts["preloaded"]),
+                          forkserver_pid=facts.get("forkserver"), took_s=facts.get("took_s"),
+                          **({"not_preloaded": ",".join(facts["missing"])} if facts.get("missing") else {}),
+                          **({"fell_back": facts["why"]} if facts.get("why") else {}))
+        elif facts.get("why") == "--cold":
+            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"))
+        else:
+            self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"),
+                             hint="every worker starts as a fresh interpreter; --cold says so without the check")
+
+    def agent_gone(self, raw: AgentGone) -> None:
+        """An agent that exited between generations; the request it never took goes to a new one."""
+        replaced_by = self.table.agent_gone(raw.agent_pid, raw.pending)
+        fields = {"agent_pid": raw.agent_pid, "exit": exitcodes.describe_returncode(raw.returncode)}
+        if raw.why:
+            fields["reason"] = raw.why
+        if replaced_by is not None:
+            self.log.warning("agent_replaced", **fields, new_agent_pid=replaced_by)
+        elif raw.why or raw.returncode != 0:
+            self.log.warning("agent_exited", **fields)
 
     def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
         result = raw.result

@@ -1,9 +1,10 @@
 """Every process pai-launch starts, and the guarantee that none outlives it.
 
-The table holds the init or DataParallel process, the generation's agent and the next one's
-(started ahead so torch is already imported), and remembers every descendant: it signals the
-run's processes, kills them all, reaps orphans re-parented to us (we are a child subreaper) and, on
-close(), sweeps whatever is left. It also owns the private folder for the workers' log files.
+The table holds the init or DataParallel process and the node's agent (one for the whole run, started
+ahead so torch is imported and its forkserver warm before the first generation), and remembers every
+descendant: it signals the run's processes, kills them all, reaps orphans re-parented to us (we are a
+child subreaper) and, on close(), sweeps whatever is left. It also owns the private folder for the
+workers' log files.
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ from pai_launch.plan import Command
 from pai_launch.protocol import GenerationRequest, StopJob
 
 FINAL_SWEEP_TIMEOUT = 2.0
-#: How long a standby agent may take to connect to node 0's store and raise the job's stop flag.
+#: How long an agent may take to connect to node 0's store and raise the job's stop flag.
 STOP_FLAG_TIMEOUT = 10.0
 LOG_ROOT_PREFIX = "pai-launch-logs-"
+#: Longest folder for the agent's temporary files: a Unix socket's path (there) may not exceed 107 bytes.
+SHORT_PATH = 60
+#: After its request pipe closes, how long the agent gets to stop its forkserver and leave by itself.
+AGENT_EXIT_TIMEOUT = 2.0
 
 
 def remove_stale_log_roots() -> None:
     """Private log folders of pai-launch processes that were killed (kill -9 skips our cleanup)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{LOG_ROOT_PREFIX}*-*"):
+    folders = {folder for base in {tempfile.gettempdir(), "/tmp"} for folder in Path(base).glob(f"{LOG_ROOT_PREFIX}*-*")}
+    for folder in folders:
         pid = folder.name[len(LOG_ROOT_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)
@@ -39,7 +45,7 @@ def remove_stale_log_roots() -> None:
 
 class ProcessTable:
     def __init__(self, *, python: str, workdir: Path, env: dict[str, str], report: Callable[[object], None],
-                 log_dir: Path | None) -> None:
+                 log_dir: Path | None, agent_args: tuple[str, ...] = ()) -> None:
         self._python = python
         self._workdir = workdir
         self._env = env
@@ -48,11 +54,14 @@ class ProcessTable:
         self.log_root = log_dir
         self._descendants = procs.Descendants()
         self._plain: PlainProcess | None = None
+        self._agent_args = agent_args
+        self._temp_root: Path | None = None
         self._agent: Agent | None = None
-        self._standby: Agent | None = None
+        #: The agent is running a generation (not just standing by for the next).
+        self._agent_busy = False
         self._spared: frozenset[int] = frozenset()
-        #: A standby asked to raise the job's stop flag (close() gives it a moment to do so).
-        self._stopping_standby: Agent | None = None
+        #: An agent asked to raise the job's stop flag (close() gives it a moment to do so).
+        self._stopping: Agent | None = None
         #: (process, signal) pairs already sent, so a stop signal reaches late workers once and nobody twice.
         self._sent: set[tuple[psutil.Process, int]] = set()
 
@@ -64,9 +73,15 @@ class ProcessTable:
     def open(self) -> None:
         """Become a subreaper and make the private log folder (not earlier: a dry run must write nothing)."""
         procs.become_subreaper()
+        remove_stale_log_roots()
         if self.log_root is None:
-            remove_stale_log_roots()
             self.log_root = Path(tempfile.mkdtemp(prefix=f"{LOG_ROOT_PREFIX}{os.getpid()}-"))
+        # The agent's temporary files (multiprocessing's forkserver socket, whose path must stay short): in our own log
+        # folder if its path is short, else in a short one of our own. Swept by pid if we are killed.
+        self._temp_root = self.log_root if self._own_log_root and len(str(self.log_root)) <= SHORT_PATH else None
+        if self._temp_root is None:
+            base = tempfile.gettempdir() if len(tempfile.gettempdir()) <= SHORT_PATH - 20 else "/tmp"
+            self._temp_root = Path(tempfile.mkdtemp(prefix=f"{LOG_ROOT_PREFIX}{os.getpid()}-", dir=base))
 
     # --- starting -------------------------------------------------------------------------------------
     def start_plain(self, role: Role, command: Command) -> int:
@@ -74,18 +89,33 @@ class ProcessTable:
         return self._plain.pid
 
     def prepare_agent(self) -> None:
-        if self._standby is None:
-            self._standby = Agent(self._python, self._workdir, self._env, self._report)
-            self._descendants.refresh()
+        if self._agent is None:
+            self._agent = self._new_agent()
+
+    def _new_agent(self) -> Agent:
+        assert self.log_root is not None, "open() first"
+        args = (*self._agent_args, "--temp-dir", str(self._temp_root))
+        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args)
+        self._descendants.refresh()
+        return agent
 
     def start_agent(self, request: GenerationRequest) -> tuple[int, bool]:
-        """Hand `request` to the standby agent (or a new one); (its pid, whether it was started ahead)."""
-        warm = self._standby is not None
-        agent = self._standby or Agent(self._python, self._workdir, self._env, self._report)
-        self._standby = None
-        self._agent = agent
-        agent.run(request)
-        return agent.pid, warm
+        """Hand `request` to the node's agent (a new one if there is none); (its pid, whether it was already up)."""
+        had = self._agent is not None
+        self.prepare_agent()
+        assert self._agent is not None
+        self._agent_busy = True
+        self._agent.run(request)
+        return self._agent.pid, had
+
+    def agent_gone(self, pid: int, pending: GenerationRequest | None) -> int | None:
+        """The agent exited between generations: forget it; a request it never took goes to a new one (its pid)."""
+        if self._agent is None or self._agent.pid != pid:
+            return None
+        self._agent = None
+        if pending is None:
+            return None
+        return self.start_agent(pending)[0]
 
     def generation_log_dir(self, generation: int) -> str:
         assert self.log_root is not None, "open() first"
@@ -95,29 +125,29 @@ class ProcessTable:
         return self._agent is not None and self._agent.pid == pid
 
     def stop_job(self, stop: StopJob) -> bool:
-        """Through the running agent, else the standby: raise the job's stop flag. False: no agent to ask."""
-        agent = self._agent or self._standby
-        if agent is None:
+        """Through the agent (running a generation or not): raise the job's stop flag. False: no agent to ask."""
+        if self._agent is None:
             return False
-        agent.stop_job(stop)
-        if agent is self._standby:
-            self._standby = None  # it exits once the flag is raised; the table still sweeps it at close
-            self._stopping_standby = agent
+        self._agent.stop_job(stop)
+        self._stopping = self._agent
         return True
 
     def run_started(self) -> bool:
         """The init run, the DataParallel process or a generation's agent is running."""
-        return self._plain is not None or self._agent is not None
+        return self._plain is not None or self._agent_busy
 
     # --- ends -----------------------------------------------------------------------------------------
     def plain_ended(self) -> None:
         self._plain = None
 
-    def agent_ended(self, pid: int) -> bool:
-        """Forget the current agent if `pid` is it; False for a report from an agent we no longer run."""
-        if self._agent is None or self._agent.pid != pid:
+    def agent_ended(self, pid: int, alive: bool) -> bool:
+        """The generation of agent `pid` ended (the agent died with it unless `alive`); False for a report from an agent
+        we no longer run."""
+        if self._agent is None or self._agent.pid != pid or not self._agent_busy:
             return False
-        self._agent = None
+        self._agent_busy = False
+        if not alive:
+            self._agent = None
         return True
 
     # --- signals --------------------------------------------------------------------------------------
@@ -126,8 +156,8 @@ class ProcessTable:
         try:
             if self._plain is not None:
                 return [psutil.Process(self._plain.pid)]
-            if self._agent is not None:
-                return psutil.Process(self._agent.pid).children()
+            if self._agent is not None and self._agent_busy:
+                return self._agent.workers()
         except psutil.Error:
             pass
         return []
@@ -147,27 +177,32 @@ class ProcessTable:
         self._spared = self._spared | {pid}
 
     def kill_all(self) -> int:
-        """SIGKILL every descendant but the spared; the standby agent goes with them (a retry must not be handed a dead
-        one)."""
+        """SIGKILL every descendant but the spared; the agent goes with them (a retry starts a new one). A running
+        agent is forgotten when its end is reported (the generation's end), an idle one now."""
+        self._descendants.refresh()
         count = self._descendants.kill_all(self._spared)
-        self._discard_standby()
+        if not self._agent_busy:
+            self._drop_agent()
         return count
 
     def housekeeping(self) -> None:
         """Remember new descendants and reap the orphans re-parented to us (never our own children)."""
         self._descendants.refresh()
-        own = {child.pid for child in (self._plain, self._agent, self._standby) if child is not None}
+        own = {child.pid for child in (self._plain, self._agent) if child is not None}
         self._descendants.reap_adopted(own)
 
     def close(self) -> tuple[int, list[int]]:
-        """Leave nothing behind: drop the standby agent, kill and reap every descendant, remove our log folder.
+        """Leave nothing behind: let the agent go, kill and reap every descendant, remove our log folder.
 
         Returns (processes killed, pids that survived the sweep).
         """
-        self._discard_standby()
-        if self._stopping_standby is not None:
+        if self._stopping is not None:
+            self._stopping.stop_raised.wait(STOP_FLAG_TIMEOUT)  # set on EOF too: a dead agent raises nothing
+        agent = self._agent
+        self._drop_agent()
+        if agent is not None:
             try:
-                self._stopping_standby.popen.wait(STOP_FLAG_TIMEOUT)
+                agent.popen.wait(AGENT_EXIT_TIMEOUT)
             except subprocess.TimeoutExpired:
                 pass
         self._descendants.refresh()
@@ -178,9 +213,12 @@ class ProcessTable:
         self._descendants.reap_adopted(set())
         if self._own_log_root and self.log_root is not None:
             shutil.rmtree(self.log_root, ignore_errors=True)
+        if self._temp_root is not None and self._temp_root != self.log_root:
+            shutil.rmtree(self._temp_root, ignore_errors=True)
         return killed, survivors
 
-    def _discard_standby(self) -> None:
-        if self._standby is not None:
-            self._standby.discard()
-            self._standby = None
+    def _drop_agent(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
+            self._agent_busy = False

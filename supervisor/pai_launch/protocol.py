@@ -60,7 +60,7 @@ class NodeRequest:
 
 @dataclass(frozen=True)
 class StopJob:
-    """Sent to an agent (running or standby): this node's pai-launch is stopping, so the whole job stops.
+    """Sent to an agent (running a generation or not): this node's pai-launch is stopping, so the whole job stops.
 
     The agent sets the job's stop flag in node 0's store at host:port; every node's agent sees it.
     """

@@ -37,10 +37,10 @@ class Runner:
                  visible: tuple[str, ...], store_host: coordination.StoreHost | None = None) -> None:
         """`store_host`: node 0 of a multi-node job serves the job's store (closed when the run ends)."""
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
-        self.policy = policy_for(spec, os.cpu_count() or 1)
+        self.policy = policy_for(spec)
         self.notifier = Notifier(env, os.getpid())
         self.table = ProcessTable(python=spec.python, workdir=spec.workdir, env=child_env(env), report=inbox.put,
-                                  log_dir=spec.log_dir)
+                                  log_dir=spec.log_dir, agent_args=spec.agent_args)
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
         self.store_host = store_host
@@ -213,9 +213,9 @@ class Runner:
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
                                           self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
                                           failures=self.state.failures)
-        pid, warm = self.table.start_agent(request)
+        pid, had = self.table.start_agent(request)
         self.log.info("generation_started", generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
-                      agent_pid=pid, warm_agent=warm)
+                      agent_pid=pid, agent_started_ahead=had)
 
     def quarantined(self, name: str, problem: str, moved) -> None:
         self.log.warning("checkpoint_quarantined", file=name, problem=problem, moved_to=str(moved))

@@ -1,14 +1,17 @@
 """Agent side: see every worker exit the moment it happens, with its rank and exit status.
 
 torch's elastic agent learns of a worker's exit by polling and then spends a while on its own
-teardown (exit barrier, rendezvous shutdown). waitid(WNOWAIT) lets us see each exit at once without
-reaping the process, so torch's Popen still gets the status and behaves as usual; once every worker
-has exited the agent can report and leave.
+teardown (exit barrier, rendezvous shutdown). A cold worker is the agent's child: waitid(WNOWAIT)
+sees each exit at once without reaping the process, so torch's Popen still gets the status. A warm
+worker is the forkserver's child: a pidfd shows its exit, and the worker's own record (warmentry)
+its rank and exit code. Once every worker has exited the agent can report.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +32,18 @@ class WorkerExit:
     at: float
     #: LOCAL_RANK (where torch keeps its log files); the same as `rank` on one machine.
     local_rank: int | None = None
+
+
+def helper_pids() -> list[int]:
+    """The agent's own helper processes (multiprocessing's resource tracker and forkserver), never workers."""
+    pids = []
+    try:
+        from multiprocessing import forkserver, resource_tracker
+
+        pids = [resource_tracker._resource_tracker._pid, forkserver._forkserver._forkserver_pid]
+    except (ImportError, AttributeError):
+        pass
+    return [pid for pid in pids if pid]
 
 
 def returncode_of(result: os.waitid_result) -> int:
@@ -62,8 +77,13 @@ class WorkerWatch:
     saw it): the caller then relies on torch's own result.
     """
 
-    def __init__(self, nproc: int, on_all_exited: Callable[[list[WorkerExit]], None]) -> None:
+    def __init__(self, nproc: int, on_all_exited: Callable[[list[WorkerExit]], None], *, parent: int | None = None,
+                 records: str | None = None) -> None:
+        """Cold: the workers are this process's children. Warm: `parent` (the forkserver) forks them and each writes
+        RECORDS/<pid>.json."""
         self._nproc = nproc
+        self._parent = parent
+        self._records = records
         self._on_all_exited = on_all_exited
         self._lock = threading.Lock()
         self._watched: set[int] = set()
@@ -74,17 +94,77 @@ class WorkerWatch:
         self._done = threading.Event()
         threading.Thread(target=self._discover, name="worker-watch", daemon=True).start()
 
+    def processes(self) -> list[psutil.Process]:
+        """The workers now running."""
+        try:
+            if self._parent:
+                return psutil.Process(self._parent).children()
+            helpers = set(helper_pids())
+            return [child for child in psutil.Process().children() if child.pid not in helpers]
+        except psutil.Error:
+            return []
+
     def _discover(self) -> None:
-        me = psutil.Process()
         while not self._done.wait(DISCOVERY_INTERVAL):
+            # A warm worker is found by its record, which outlives it (a quick one may be gone between two looks).
+            pids = self._recorded() if self._parent else [child.pid for child in self.processes()]
+            for pid in pids:
+                if pid not in self._watched:
+                    self._watched.add(pid)
+                    target = self._await_warm_exit if self._parent else self._await_exit
+                    threading.Thread(target=target, args=(pid,), daemon=True).start()
+
+    def _recorded(self) -> list[int]:
+        try:
+            names = os.listdir(self._records)
+        except OSError:
+            return []
+        return [int(name[:-5]) for name in names if name.endswith(".json") and name[:-5].isdigit()]
+
+    def _await_warm_exit(self, pid: int) -> None:
+        try:
+            fd: int | None = os.pidfd_open(pid)
+        except OSError:
+            fd = None  # gone already: its record says how, if it could write one
+        try:
+            record = self._record(pid, lambda r: r.get("rank") is not None, timeout=5.0)
+            if record is not None:
+                self._remember(pid, record)
+            if fd is not None:
+                select.select([fd], [], [])
+        finally:
+            if fd is not None:
+                os.close(fd)
+        at = time.monotonic()
+        record = self._record(pid, lambda r: "exit" in r, timeout=0.0)
+        if record is None or record.get("rank") is None:
+            return  # killed (no record of its end): torch reports its status
+        rank, local = int(record["rank"]), record.get("local_rank")
+        self._exited(WorkerExit(pid, rank, int(record["exit"]), at, int(local) if str(local).isdigit() else rank))
+
+    def _record(self, pid: int, ready: Callable[[dict], bool], timeout: float) -> dict | None:
+        assert self._records is not None
+        path = os.path.join(self._records, f"{pid}.json")
+        deadline = time.monotonic() + timeout
+        while True:
             try:
-                children = me.children()
-            except psutil.Error:
-                continue
-            for child in children:
-                if child.pid not in self._watched:
-                    self._watched.add(child.pid)
-                    threading.Thread(target=self._await_exit, args=(child.pid,), daemon=True).start()
+                with open(path) as handle:
+                    record = json.load(handle)
+                if ready(record):
+                    return record
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() >= deadline or self._done.is_set():
+                return None
+            time.sleep(0.005)
+
+    def _remember(self, pid: int, env: dict) -> None:
+        with self._lock:
+            self.ranks[pid] = int(env["rank"] if "rank" in env else env["RANK"])
+            group, size = (env.get("group_rank"), env.get("group_world_size")) if "rank" in env else \
+                (env.get("GROUP_RANK"), env.get("GROUP_WORLD_SIZE"))
+            if self.group is None and str(group).isdigit() and str(size).isdigit():
+                self.group = (int(group), int(size))
 
     def _await_exit(self, pid: int) -> None:
         env = worker_env(pid)
@@ -92,17 +172,17 @@ class WorkerWatch:
         local = env.get("LOCAL_RANK", "") if env is not None else ""
         local_rank = int(local) if local.isdigit() else rank
         if env is not None:
-            with self._lock:
-                self.ranks[pid] = int(env["RANK"])
-                if self.group is None and env.get("GROUP_RANK", "").isdigit() and env.get("GROUP_WORLD_SIZE", "").isdigit():
-                    self.group = (int(env["GROUP_RANK"]), int(env["GROUP_WORLD_SIZE"]))
+            self._remember(pid, env)
         try:
             result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
         except ChildProcessError:  # already reaped by torch: its status is torch's to report
             return
         if result is None:
             return
-        exit_ = WorkerExit(pid, rank, returncode_of(result), time.monotonic(), local_rank)
+        self._exited(WorkerExit(pid, rank, returncode_of(result), time.monotonic(), local_rank))
+
+    def _exited(self, exit_: WorkerExit) -> None:
+        pid = exit_.pid
         with self._lock:
             self.exits[pid] = exit_
             complete = len(self.exits) == self._nproc and all(e.rank is not None for e in self.exits.values())

@@ -801,16 +801,10 @@ def ddp_rank_killed_in_collective(run: Run) -> str:
 
     def rank1() -> psutil.Process | None:
         try:
-            procs = psutil.Process(launch.pid).children(recursive=True)
-        except psutil.Error:
+            pid = int((run.work / "results" / "pid-rank1").read_text())
+            return next(proc for proc in psutil.Process(launch.pid).children(recursive=True) if proc.pid == pid)
+        except (OSError, ValueError, StopIteration, psutil.Error):
             return None
-        for proc in procs:
-            try:
-                if "ddp_spin_once.py" in " ".join(proc.cmdline()) and proc.environ().get("RANK") == "1":
-                    return proc
-            except psutil.Error:
-                continue
-        return None
 
     victim = run.wait(launch, rank1, "rank 1's worker process", timeout=20)
     killed = time.monotonic()

@@ -50,6 +50,40 @@ def test_kill_9_of_pai_launch_leaves_no_process_behind(scene, tmp_path, phase):
                     what="processes of the run after kill -9 of pai-launch")
 
 
+@pytest.mark.parametrize("link", ["agent_pid", "forkserver_pid"])
+def test_kill_9_of_the_agent_or_its_forkserver_takes_the_warm_workers_with_it(scene, tmp_path, link):
+    launch = scene.start("--nproc", "2", "--grace", "30", "--max-failures", "1", script_args=["--hang"])
+    ready = scene.wait_ready(1, 2)
+    target = psutil.Process(wait_event(launch, "agent_ready", 30)[link])
+    workers = {pid for pid, _ in ready.values()}
+    chain = [target, *target.children(recursive=True)]
+    assert workers <= {proc.pid for proc in chain}, (link, [p.pid for p in chain])
+
+    killed = time.monotonic()
+    target.send_signal(signal.SIGKILL)
+    # Every link below dies with its parent (parent-death signals): gone at once, not when pai-launch cleans up.
+    assert_all_gone(chain, within=GONE_WITHIN_S, since=killed, what=f"the processes under the killed {link[:-4]}")
+    assert launch.wait(30) == 4, launch.log_summary()
+    launch.event("generation_failed")
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_forkserver_killed_between_generations_is_restarted_and_checked_again(scene):
+    launch = scene.start("--nproc", "2", "--backoff", "0.2",
+                         script_args=["--generations", "2", "--hang-generation", "1"])
+    scene.wait_ready(1, 2)
+    first = wait_event(launch, "agent_ready", 30)
+    psutil.Process(first["forkserver_pid"]).send_signal(signal.SIGKILL)  # its workers die with it: generation 1 fails
+    rc = launch.wait(60)
+
+    assert rc == 0, launch.log_summary()
+    restarted = launch.event("forkserver_restarted")
+    assert restarted["agent_pid"] == first["agent_pid"] and restarted["forkserver_pid"] != first["forkserver_pid"]
+    assert [e["agent_pid"] for e in launch.events("generation_started")] == [first["agent_pid"]] * 2
+    # torch learns a forked worker's status from its forkserver: with the server gone it says 255.
+    assert launch.event("generation_failed")["exit"] in ("signal SIGKILL", "exit code 255")
+
+
 def test_grandchild_in_its_own_session_is_swept_when_the_run_completes(scene):
     launch = scene.start("--nproc", "2", script_args=["--generations", "1", "--spawn-grandchild",
                                                      "--hold-until", str(scene.hold_file)])

@@ -71,7 +71,8 @@ def test_a_generation_failing_every_time_exits_4_after_max_failures_with_doublin
     assert [(f["generation"], f["rank"], f["exit"], f["reached_training"]) for f in failed] == [
         (1, 0, "exit code 6", True), (2, 0, "exit code 6", True), (3, 0, "exit code 6", True)]
     retries = launch.events("retry_scheduled")
-    assert [(r["delay_s"], r["failures"], r["max_failures"]) for r in retries] == [(1.0, 1, 3), (2.0, 2, 3)]
+    assert [(r["delay_s"], r["failures"], r["max_failures"]) for r in retries] == [(1.0, 1, 3), (2.0, 2, 3)], \
+        launch.log_summary()
     gaps = _gaps(launch)
     assert gaps[0] >= 1.0 - 0.05 and gaps[1] >= 2.0 - 0.05, gaps
     assert gaps[1] > gaps[0]

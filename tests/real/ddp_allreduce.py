@@ -41,6 +41,9 @@ optimizer.step()
 total = torch.tensor([float(rank + 1)])
 dist.all_reduce(total)
 os.makedirs("results", exist_ok=True)
+if args.spin:  # each rank's pid (a warm worker's command line and environment do not show its script or rank)
+    with open(os.path.join("results", f"pid-rank{rank}"), "w") as handle:
+        handle.write(str(os.getpid()))
 if rank == 0 and args.spin:
     open(os.path.join("results", "spinning"), "w").close()
 while args.spin:

@@ -10,13 +10,13 @@ from pai_launch.actions import (
 )
 from pai_launch.events import (
     AdoptionRefused, Began, Cause, Failure, GenerationEnded, GenerationRefused, InitExited, MarkerAppeared, SaveActivity,
-    SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
+    SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched, WorkersWaiting,
 )
 from pai_launch.machine import Phase, Policy, start, step
 from pai_launch.outcomes import judge_generation
 
 #: No agents started ahead unless a test asks: they would add PrepareAgent to every history.
-POLICY = Policy(grace=10.0, standby_delay=None)
+POLICY = Policy(grace=10.0, agent_ahead=False)
 PROGRESS = GenerationEnded(progressed=("switch_2.pt",))
 INIT_OK = InitExited(0, wrote_to="PAI")
 
@@ -68,7 +68,7 @@ def test_init_killed_by_signal_reports_the_signal():
 
 
 def test_init_that_wrote_elsewhere_with_save_name_given_is_a_usage_error_naming_both_folders():
-    state, actions = replay([InitExited(0, wrote_to="runs/OTHER")], policy=Policy(save_name_given=True, standby_delay=None))
+    state, actions = replay([InitExited(0, wrote_to="runs/OTHER")], policy=Policy(save_name_given=True, agent_ahead=False))
     assert state.exit_code == exitcodes.USAGE
     assert "runs/OTHER" in actions[-1].reason and "--save-name PAI" in actions[-1].reason
     assert not any(isinstance(a, (StartGeneration, AdoptSaveFolder)) for a in actions)
@@ -282,6 +282,18 @@ def test_stall_sends_usr1_then_stops_and_counts_as_a_failure():
     assert state.phase is Phase.BACKOFF and "stalled" in actions[-1].reason
 
 
+def test_no_stall_is_counted_while_the_request_waits_for_the_agent_and_the_clock_starts_when_it_is_taken():
+    policy = Policy(grace=10.0, stall_timeout=60.0, stall_dump_wait=5.0)
+    history = [INIT_OK, WorkersWaiting(1.0), Tick(70.0), Tick(100.0)]
+    state, actions = replay(history, policy=policy)
+    assert not any(isinstance(a, ReportStall) for a in actions) and state.workers_waiting
+    history += [WorkersLaunched(100.0), Tick(159.0)]
+    state, actions = replay(history, policy=policy)
+    assert not any(isinstance(a, ReportStall) for a in actions) and not state.workers_waiting
+    state, actions = replay([*history, Tick(160.0)], policy=policy)
+    assert actions[-2:] == [ReportStall(60.0), SignalRun(signal.SIGUSR1)]
+
+
 def test_save_activity_keeps_a_long_generation_alive():
     policy = Policy(stall_timeout=60.0)
     history = [INIT_OK] + [e for t in range(50, 500, 50) for e in (SaveActivity(float(t)), Tick(t + 1.0))]
@@ -339,10 +351,10 @@ def test_a_refusal_while_stopping_ends_with_the_stop_code():
 
 def test_data_parallel_failure_stops_with_the_workers_code_unless_retries_were_asked_for():
     crash = GenerationEnded(failures=(worker(0, 9, "CUDA error"),), now=5.0)
-    state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, standby_delay=None))
+    state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, agent_ahead=False))
     assert state.exit_code == 9 and not any(isinstance(a, ScheduleRetry) for a in actions)
     assert "no resume" in actions[-1].reason and "--max-failures" in actions[-1].reason
-    state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, retry_data_parallel=True, standby_delay=None))
+    state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, retry_data_parallel=True, agent_ahead=False))
     assert state.phase is Phase.BACKOFF and "from the start" in actions[-1].reason
 
 
@@ -366,7 +378,7 @@ def test_a_repeated_early_launcher_failure_exits_1_and_a_signal_death_128_plus_n
 
 
 def test_a_stall_is_a_failure_of_its_own_cause_not_a_fake_exit_code():
-    policy = Policy(grace=10.0, stall_timeout=60.0, stall_dump_wait=5.0, max_failures=1, standby_delay=None)
+    policy = Policy(grace=10.0, stall_timeout=60.0, stall_dump_wait=5.0, max_failures=1, agent_ahead=False)
     history = [INIT_OK, Tick(60.0), Tick(65.0), GenerationEnded(failures=(worker(0, -15), worker(1, -15)), now=66.0)]
     state, actions = replay(history, policy=policy)
     assert state.exit_code == exitcodes.BUDGET_EXHAUSTED
@@ -384,28 +396,29 @@ def test_the_machine_keeps_the_last_switch_file_written():
     assert state.last_switch == "switch_6.pt" and state.generation == 3
 
 
-def test_standby_agent_is_prepared_during_init_and_after_the_delay_in_training():
-    policy = Policy(grace=10.0, standby_delay=4.0)
+def test_the_agent_is_started_once_during_init_and_lives_through_every_generation():
+    policy = Policy(grace=10.0)
     state, actions = replay([Tick(1.0), Tick(1.2)], policy=policy)
-    assert actions.count(PrepareAgent()) == 1 and state.standby
-    history = [Tick(1.0), InitExited(0, wrote_to="PAI", now=2.0), Tick(3.0), Tick(5.9)]
+    assert actions.count(PrepareAgent()) == 1 and state.agent_started
+    history = [Tick(1.0), InitExited(0, wrote_to="PAI", now=2.0), Tick(3.0), GenerationEnded(progressed=("switch_2.pt",), now=4.0),
+               Tick(5.0), GenerationEnded(progressed=("switch_4.pt",), now=6.0), Tick(7.0)]
     state, actions = replay(history, policy=policy)
-    assert actions.count(PrepareAgent()) == 1  # the one from init, used by generation 1
-    state, actions = replay([*history, Tick(6.0)], policy=policy)
-    assert actions[-1] == PrepareAgent()
+    assert state.generation == 3 and actions.count(PrepareAgent()) == 1
 
 
-def test_no_standby_agent_in_data_parallel_mode_or_when_switched_off():
-    for policy in (Policy(data_parallel=True, standby_delay=0.0), Policy(standby_delay=None)):
+def test_no_agent_ahead_in_data_parallel_mode_or_when_switched_off():
+    for policy in (Policy(data_parallel=True), Policy(agent_ahead=False)):
         _, actions = replay([Tick(1.0), INIT_OK, Tick(10.0)], policy=policy)
         assert PrepareAgent() not in actions
 
 
-def test_a_kill_drops_the_standby_agent_so_a_retry_prepares_a_new_one():
-    policy = Policy(grace=1.0, standby_delay=0.0, stall_timeout=5.0, stall_dump_wait=1.0)
+def test_a_kill_takes_the_agent_down_so_the_retry_prepares_a_new_one():
+    policy = Policy(grace=1.0, stall_timeout=5.0, stall_dump_wait=1.0)
     history = [INIT_OK, Tick(0.5), Tick(5.0), Tick(6.0), Tick(7.0)]
     state, actions = replay(history, policy=policy)
-    assert KillRun() in actions and not state.standby
+    assert KillRun() in actions and not state.agent_started
+    state, actions = replay([*history, GenerationEnded(failures=(Failure.worker(0, -9),), now=7.5), Tick(8.0)], policy=policy)
+    assert state.phase is Phase.BACKOFF and actions[-1] == PrepareAgent() and state.agent_started
 
 
 def test_workers_that_start_late_get_the_stop_signal_on_every_tick_until_the_kill():

@@ -10,8 +10,8 @@ from pai_launch.events import Failure, GenerationEnded, GenerationJoined, Signal
 from pai_launch.machine import Phase, Policy, start, step
 from tests.unit.test_machine import replay
 
-MULTI = Policy(grace=10.0, standby_delay=None, multi_node=True, node_rank=1)
-SETTLE = Policy(grace=10.0, standby_delay=None, multi_node=True, fs_settle=30.0)
+MULTI = Policy(grace=10.0, agent_ahead=False, multi_node=True, node_rank=1)
+SETTLE = Policy(grace=10.0, agent_ahead=False, multi_node=True, fs_settle=30.0)
 
 
 def test_a_stop_signal_on_any_node_is_announced_to_the_job_before_the_workers_are_signalled():
@@ -29,7 +29,7 @@ def test_a_second_stop_signal_is_not_announced_again():
 
 
 def test_on_one_machine_nothing_is_announced():
-    _, actions = replay([SignalReceived(signal.SIGTERM, 1.0)], needs_init=False, policy=Policy(standby_delay=None))
+    _, actions = replay([SignalReceived(signal.SIGTERM, 1.0)], needs_init=False, policy=Policy(agent_ahead=False))
 
     assert not any(isinstance(a, AnnounceStop) for a in actions)
 
@@ -101,13 +101,13 @@ def test_a_recheck_that_arrives_after_settling_ended_is_ignored():
 
 
 def test_one_machine_without_poll_decides_no_progress_at_once():
-    state, actions = replay([GenerationEnded(now=1.0)], needs_init=False, policy=Policy(standby_delay=None))
+    state, actions = replay([GenerationEnded(now=1.0)], needs_init=False, policy=Policy(agent_ahead=False))
 
     assert state.exit_code == exitcodes.NO_PROGRESS and not any(isinstance(a, RecheckProgress) for a in actions)
 
 
 # --- Slurm's warning signal with --requeue-on ---------------------------------------------------------------
-REQUEUE = Policy(grace=10.0, standby_delay=None, requeue_on=signal.SIGUSR1)
+REQUEUE = Policy(grace=10.0, agent_ahead=False, requeue_on=signal.SIGUSR1)
 
 
 def test_the_requeue_signal_reaches_the_workers_then_stops_them_and_marks_the_run_for_requeue():
@@ -120,17 +120,17 @@ def test_the_requeue_signal_reaches_the_workers_then_stops_them_and_marks_the_ru
 
 
 def test_under_srun_slurm_signals_the_workers_itself_so_the_signal_is_not_handed_on_twice():
-    policy = Policy(grace=10.0, standby_delay=None, requeue_on=signal.SIGUSR1, signals_reach_workers=True)
+    policy = Policy(grace=10.0, agent_ahead=False, requeue_on=signal.SIGUSR1, signals_reach_workers=True)
     _, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=policy)
     assert SignalRun(signal.SIGUSR1) not in actions and SignalRun(signal.SIGTERM) in actions
 
-    plain = Policy(grace=10.0, standby_delay=None, signals_reach_workers=True)
+    plain = Policy(grace=10.0, agent_ahead=False, signals_reach_workers=True)
     _, actions = replay([SignalReceived(signal.SIGUSR2, 1.0)], needs_init=False, policy=plain)
     assert actions[1:] == []
 
 
 def test_the_requeue_signal_in_a_multi_node_job_is_announced_to_every_node():
-    policy = Policy(grace=10.0, standby_delay=None, requeue_on=signal.SIGUSR1, multi_node=True)
+    policy = Policy(grace=10.0, agent_ahead=False, requeue_on=signal.SIGUSR1, multi_node=True)
     _, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=policy)
 
     assert AnnounceStop(signal.SIGUSR1, "SIGUSR1 to node 0's pai-launch (requeue)") in actions
@@ -144,7 +144,7 @@ def test_the_requeue_signal_between_generations_ends_the_run_at_once():
 
 
 def test_without_requeue_on_usr1_is_only_passed_on():
-    state, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=Policy(standby_delay=None))
+    state, actions = replay([SignalReceived(signal.SIGUSR1, 1.0)], needs_init=False, policy=Policy(agent_ahead=False))
     assert actions[1:] == [SignalRun(signal.SIGUSR1)] and state.phase is Phase.TRAINING and not state.requeue
 
 
@@ -160,7 +160,7 @@ def test_losing_node_0s_store_stops_the_workers_and_ends_with_exit_1():
 def test_losing_the_store_while_a_stalled_generation_stops_ends_the_run_instead_of_retrying():
     from pai_launch.events import JobStoreLost
 
-    stalling = Policy(grace=10.0, standby_delay=None, multi_node=True, stall_timeout=5.0, stall_dump_wait=1.0)
+    stalling = Policy(grace=10.0, agent_ahead=False, multi_node=True, stall_timeout=5.0, stall_dump_wait=1.0)
     state, _ = replay([Tick(6.0), Tick(7.5)], needs_init=False, policy=stalling)
     assert state.phase is Phase.STOPPING
     state, _ = step(stalling, state, JobStoreLost("the job's store process ended", 8.0))

@@ -1,0 +1,56 @@
+"""Imported last by the agent's forkserver, after the preloaded modules; and the self-check's probe.
+
+On import, in the server: die with the agent (SIGKILL when the agent's main thread, which started the server, is
+gone; the workers die with the server in turn), then move everything preloaded into the garbage collector's permanent
+generation, so that forked workers do not touch (and copy) those pages when they collect.
+
+`probe` runs in one forked child before any worker: it reports whether that fork is usable.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+
+#: Set by the agent in the server's environment: the pid the server must be a child of.
+PARENT_ENV = "PAI_LAUNCH_FORKSERVER_PARENT"
+#: Threads running in the server once the preload is done (a fork copies none of them: a module that needs its
+#: threads would be broken in every worker). Set on import in the server; inherited by each fork.
+SERVER_THREADS = 0
+
+
+def _arm() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and os.getppid() != int(parent):
+        os._exit(128 + signal.SIGKILL)
+    global SERVER_THREADS
+    SERVER_THREADS = threading.active_count()
+    gc.collect()
+    gc.freeze()
+
+
+def probe(path: str, preload: list[str]) -> None:
+    """In a fork of the server: is CUDA untouched here, and was everything asked for preloaded? (JSON to `path`.)"""
+    facts: dict = {"preloaded": [name for name in preload if name in sys.modules],
+                   "server_threads": SERVER_THREADS, "cuda_initialized": False, "bad_fork": False}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        cuda = torch.cuda
+        facts["cuda_initialized"] = bool(cuda.is_initialized())
+        facts["bad_fork"] = bool(cuda._is_in_bad_fork())
+    with open(path, "w") as handle:
+        json.dump(facts, handle)
+
+
+if os.environ.get(PARENT_ENV):
+    _arm()

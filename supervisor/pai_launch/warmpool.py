@@ -1,0 +1,161 @@
+"""The agent's forkserver: warm workers for torch elastic's `forkserver` start method.
+
+The agent starts one multiprocessing forkserver from its main thread (a parent-death signal follows the thread
+that forked), preloaded once with torch and what else is asked for, then forks one probe child from it. The fork is
+used only if that child shows CUDA untouched (neither initialised nor a "bad fork": a CUDA call in any worker would
+fail) and the server runs no thread of its own. Otherwise the agent tries again without the optional part of the
+preload and, failing that, runs every worker as a fresh interpreter, saying why.
+
+perforatedai's import asks `torch.cuda.is_available()`, which on a CUDA build initialises the driver and poisons every
+later fork. The server therefore runs with torch's NVML-based availability check (PYTORCH_NVML_BASED_CUDA_CHECK=1),
+which counts devices without touching CUDA; the probe is the proof on each machine. Workers get the run's own
+environment back (warmentry), so the setting stays in the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+from pai_launch import forkprep
+from pai_launch.protocol import GenerationRequest
+
+#: Proven safe to fork from: imported without touching CUDA.
+SAFE_PRELOAD = ("torch", "torch.distributed")
+#: The default: perforatedai too (its utils module imports the rest, with pandas and matplotlib: about a second per
+#: worker), kept only where the probe passes; skipped where it is not installed.
+DEFAULT_PRELOAD = (*SAFE_PRELOAD, "perforatedai.utils_perforatedai")
+NVML_CHECK_ENV = "PYTORCH_NVML_BASED_CUDA_CHECK"
+PROBE_TIMEOUT = 120.0
+
+
+@dataclass
+class WarmPool:
+    """A checked forkserver and what a worker spec needs from it."""
+
+    preload: tuple[str, ...]
+    #: sys.path of a fresh `python -c` in the run's environment, less its leading '' (the script's folder goes there).
+    cold_path: tuple[str, ...]
+    #: Keys the agent added to its own environment for the server (never shown to a worker).
+    added_env: frozenset[str] = frozenset()
+    server_pid: int = 0
+    server_env: dict[str, str] = field(default_factory=dict)
+    preloaded: tuple[str, ...] = ()
+    #: Modules asked for but not importable (the server skips them).
+    missing: tuple[str, ...] = ()
+
+    def ensure(self) -> tuple[bool, str | None]:
+        """Before each generation, in the main thread: a server that died is started again and checked again.
+
+        (whether it was restarted, None or why the agent must go cold)."""
+        from multiprocessing import forkserver
+
+        _quietly(forkserver.ensure_running)
+        if forkserver._forkserver._forkserver_pid == self.server_pid:
+            return False, None
+        return True, self._checked()
+
+    def _start(self) -> str | None:
+        from multiprocessing import forkserver
+
+        forkserver.set_forkserver_preload([*self.preload, "pai_launch.forkprep"])
+        _quietly(forkserver.ensure_running)
+        return self._checked()
+
+    def _checked(self) -> str | None:
+        from multiprocessing import forkserver
+
+        self.server_pid = forkserver._forkserver._forkserver_pid
+        self.server_env = dict(os.environ)
+        facts = _probe(list(self.preload))
+        if facts is None:
+            return "the forkserver's probe child did not report"
+        self.preloaded = tuple(facts["preloaded"])
+        self.missing = tuple(name for name in self.preload if name not in self.preloaded)
+        if facts["cuda_initialized"] or facts["bad_fork"]:
+            return "CUDA was initialised in the forkserver, so a forked worker could not use it"
+        if facts["server_threads"] > 1:
+            return f"the forkserver runs {facts['server_threads'] - 1} thread(s) after its preload, which a fork would not copy"
+        return None
+
+    def stop(self) -> None:
+        from multiprocessing import forkserver
+
+        if self.server_pid:
+            forkserver._forkserver._stop()
+            self.server_pid = 0
+
+    def worker_spec(self, request: GenerationRequest, records: str) -> dict:
+        """warmentry.run_script's argument: the cold command `python [-u] SCRIPT ARGS` taken apart."""
+        args = list(request.args)
+        unbuffered = bool(args) and args[0] == "-u"
+        argv = args[1:] if unbuffered else args
+        script = argv[0]
+        path = list(self.cold_path)
+        if not sys.flags.safe_path:
+            path.insert(0, os.path.dirname(os.path.realpath(script)))
+        env = {key: value for key, value in os.environ.items() if key not in self.added_env}
+        env.update(request.env)
+        return {"server_pid": self.server_pid, "server_env": self.server_env, "env": env, "cwd": os.getcwd(),
+                "argv": argv, "sys_path": path, "unbuffered": unbuffered, "records": records}
+
+
+def start(preload: tuple[str, ...], cold_path: tuple[str, ...]) -> tuple[WarmPool | None, str]:
+    """A checked forkserver, or (None, why not). Call from the agent's main thread."""
+    added = {forkprep.PARENT_ENV} | (set() if NVML_CHECK_ENV in os.environ else {NVML_CHECK_ENV})
+    os.environ[forkprep.PARENT_ENV] = str(os.getpid())
+    os.environ.setdefault(NVML_CHECK_ENV, "1")
+    attempts = [tuple(preload)]
+    safe = tuple(name for name in preload if name in SAFE_PRELOAD)
+    if safe and safe != tuple(preload):  # else nothing proven safe is left to fall back on: cold
+        attempts.append(safe)
+    why = ""
+    for attempt in attempts:
+        pool = WarmPool(attempt, tuple(cold_path), frozenset(added))
+        problem = pool._start()
+        if problem is None:
+            if attempt != attempts[0]:
+                pool.missing = tuple(sorted(set(preload) - set(attempt)))
+            return pool, why
+        pool.stop()
+        why = f"{problem} (preload: {', '.join(attempt) or 'nothing'})"
+    for key in added:
+        os.environ.pop(key, None)
+    return None, why
+
+
+def _quietly(start) -> None:
+    """Start the server with /dev/null as its stdout: what the preloaded modules print on import is nobody's output
+    (a cold worker prints it to its own log; torch gives every warm worker its log files)."""
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        sys.stdout.flush()
+        os.dup2(null, 1)
+        start()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+
+
+def _probe(preload: list[str]) -> dict | None:
+    import multiprocessing
+
+    with tempfile.TemporaryDirectory(prefix="pai-launch-probe-") as folder:
+        path = os.path.join(folder, "facts.json")
+        child = multiprocessing.get_context("forkserver").Process(target=forkprep.probe, args=(path, preload),
+                                                                 name="pai-launch-probe")
+        child.start()
+        child.join(PROBE_TIMEOUT)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        try:
+            with open(path) as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return None
+
