@@ -2,12 +2,12 @@
 
 It starts, imports torch's elastic launcher, starts its forkserver (warm workers; see warmpool) unless told to run
 cold, and says it is ready. Then, one at a time, it takes a GenerationRequest from its request pipe, runs that
-generation (generation.py), writes the GenerationResult and says it is ready again. It never runs user code itself.
-It leaves when the supervisor closes the request pipe, and dies with the supervisor.
+generation (agent_generation.py), writes the GenerationResult and says it is ready again. It never runs user code
+itself. It leaves when the supervisor closes the request pipe, and dies with the supervisor.
 
 Lines out, one JSON object each: {"ready": {...}} (the first one says whether workers are warm, and why not),
-{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID}, {"went_cold": WHY} (its forkserver
-died and its successor failed the self-check), {"retiring": WHY}.
+{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID},
+{"went_cold": WHY} (its forkserver died and its successor failed the self-check), {"retiring": WHY}.
 Lines in: a request, or {"stop": ...} at any time (raise the job's stop flag in node 0's store).
 
 Run as: python -m pai_launch.agent --request-fd R --result-fd W --parent-pid P [--cold | --preload M1,M2]
@@ -26,7 +26,7 @@ import time
 
 import psutil
 
-from pai_launch import agent_store, generation, nodeagent, procs
+from pai_launch import agent_generation, agent_store, nodeagent, procs
 from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, joined_line
 from pai_launch.workers import helper_pids
 
@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--cold", action="store_true")
     parser.add_argument("--preload", default=None, help="comma-separated modules for the forkserver")
-    parser.add_argument("--temp-dir", default=None, help="where multiprocessing keeps its files (removed by the supervisor)")
+    parser.add_argument("--temp-dir", default=None,
+                        help="where multiprocessing keeps its files (removed by the supervisor)")
     options = parser.parse_args(argv)
     if options.temp_dir:
         import tempfile
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
         os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, _ignore)
-    signal.signal(generation.ABANDON_SIGNAL, generation.on_abandon)
+    signal.signal(agent_generation.ABANDON_SIGNAL, agent_generation.on_abandon)
     # torch's C++ warnings (a peer's store connection closing, with a stack trace) are noise in the agent; the
     # workers, which inherit our environment, keep whatever level the user set.
     user_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
                 pool = None
                 _stop_resource_tracker()
                 out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
-        generation.run_generation(request, out, pool)
+        agent_generation.run_generation(request, out, pool)
         out.ready()
     if pool is not None:
         pool.stop()  # the server exits and is reaped, so nothing is left for the supervisor's sweep

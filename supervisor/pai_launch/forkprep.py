@@ -1,7 +1,7 @@
 """Imported last by the agent's forkserver, after the preloaded modules; and the self-check's probe.
 
 On import, in the server: die with the agent (SIGKILL when the agent's main thread, which started the server, is
-gone; the workers die with the server in turn), then move everything preloaded into the garbage collector's permanent
+gone; the workers die with the server in turn), ignore SIGUSR1/2 (meant for the workers), then move everything preloaded into the garbage collector's permanent
 generation, so that forked workers do not touch (and copy) those pages when they collect.
 
 `probe` runs in one forked child before any worker: it reports whether that fork is usable.
@@ -33,6 +33,10 @@ def _arm() -> None:
     parent = os.environ.get(PARENT_ENV, "")
     if parent.isdigit() and os.getppid() != int(parent):
         os._exit(128 + signal.SIGKILL)
+    # SIGUSR1/2 are for the workers (Slurm signals every process of a job step): the server must not die of them.
+    # Each worker puts the default back (warmentry).
+    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
     global SERVER_THREADS
     SERVER_THREADS = threading.active_count()
     gc.collect()

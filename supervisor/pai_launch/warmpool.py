@@ -97,8 +97,9 @@ class WarmPool:
         path = list(self.cold_path)
         if not sys.flags.safe_path:
             path.insert(0, os.path.dirname(os.path.realpath(script)))
+        # The agent's environment already holds the request's (and a multi-node join's generation number): exactly
+        # what a cold worker inherits.
         env = {key: value for key, value in os.environ.items() if key not in self.added_env}
-        env.update(request.env)
         return {"server_pid": self.server_pid, "server_env": self.server_env, "env": env, "cwd": os.getcwd(),
                 "argv": argv, "sys_path": path, "unbuffered": unbuffered, "records": records}
 

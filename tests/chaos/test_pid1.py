@@ -130,7 +130,7 @@ def test_sigterm_to_pid1_mid_generation_exits_143_within_grace_and_leaves_nothin
     launch = start_pid1(run, "--nproc", NPROC, "--grace", str(grace), script_args=fake_args(run, *extra, orphans=1))
     run.wait(launch, lambda: len(run.ready(1)) >= 2, "both workers of generation 1")
     namespace = pid_namespace(launch.pai_pid())
-    assert len(processes_in_namespace(namespace)) >= 6  # pai-launch, agent (+ standby), 2 workers, 2 sleepers
+    assert len(processes_in_namespace(namespace)) >= 6  # pai-launch, agent (+ forkserver), 2 workers, 2 sleepers
 
     sent = launch.send(signal.SIGTERM)
     rc = run.finish(launch, timeout=grace + 10)

@@ -32,6 +32,8 @@ class Scene:
     signal_log: Path = field(init=False)
     hold_file: Path = field(init=False)
     launches: list[Launch] = field(default_factory=list)
+    #: Environment every launch of this scene gets (a test's own `env` wins), e.g. PAI_LAUNCH_COLD=1.
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.work = self.root / "work"
@@ -60,7 +62,7 @@ class Scene:
         its output in io/NAME.stdout and .stderr (default NAME: launchN)."""
         args = [*(["--log-format", "json"] if json_logs else []), *pai_args, str(script),
                 *(self.instrumentation if instrument else []), *script_args]
-        launch = start_pai_launch(args, cwd=self.work, io_dir=self.io, env=launch_env(self.root, env),
+        launch = start_pai_launch(args, cwd=self.work, io_dir=self.io, env=launch_env(self.root, {**self.extra_env, **(env or {})}),
                                   name=name or f"launch{len(self.launches)}", new_session=new_session, prefix=prefix,
                                   entry=entry)
         self.launches.append(launch)
@@ -101,6 +103,18 @@ def scene(tmp_path: Path):
     yield scene
     for launch in scene.launches:  # a failed test may leave one running; the no_orphans check follows
         launch.kill()
+
+
+@pytest.fixture(params=["warm", "cold"])
+def both_modes(request, scene):
+    """Run the test twice: warm workers (the default) and --cold (through PAI_LAUNCH_COLD, so every node gets it)."""
+    if request.param == "cold":
+        scene.extra_env["PAI_LAUNCH_COLD"] = "1"
+    yield request.param
+    # Each launch whose agent came up ran the mode asked for.
+    for launch in scene.launches:
+        for ready in launch.events("agent_ready"):
+            assert ready["workers"] == request.param, (str(launch.stderr_path), ready)
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ from tests.proc.launch_files import read_state, state_dir
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
 
+#: The multi-node tests run with warm workers and with cold ones.
+pytestmark.append(pytest.mark.usefixtures("both_modes"))
+
 
 def _workers(scene) -> list[dict]:
     return [r for r in scene.records() if not r["init"]]

@@ -14,6 +14,9 @@ from tests.proc.launch_files import read_state, wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
 
+#: The multi-node tests run with warm workers and with cold ones.
+pytestmark.append(pytest.mark.usefixtures("both_modes"))
+
 #: crossnode.LOST_AFTER plus a generous margin on a loaded machine (a collective timeout would be 30 min).
 LOSS_NOTICED_WITHIN = 60
 

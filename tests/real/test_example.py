@@ -41,9 +41,27 @@ def run_pai_launch(tmp_path, *args, timeout):
     return proc.returncode, out, err, events, seen, left
 
 
-@pytest.mark.timeout(300)
-def test_real_perforatedai_example_runs_to_completion_over_several_generations(tmp_path):
-    code, out, err, events, seen, left = run_pai_launch(tmp_path, "--nproc", "2", str(EXAMPLE), timeout=280)
+MODES = {"cold": ("--cold",), "warm": ()}
+
+
+@pytest.fixture(scope="module")
+def example_runs(tmp_path_factory):
+    """The example run once with fresh interpreters and once with warm workers: mode -> (folder, run's results)."""
+    runs = {}
+    for mode, flags in MODES.items():
+        folder = tmp_path_factory.mktemp(f"example-{mode}")
+        runs[mode] = (folder, *run_pai_launch(folder, "--nproc", "2", *flags, str(EXAMPLE), timeout=280))
+    return runs
+
+
+def _progress(out: str) -> list[dict]:
+    return [json.loads(line.split("PAI_EXAMPLE ", 1)[1]) for line in out.splitlines() if "PAI_EXAMPLE " in line]
+
+
+@pytest.mark.timeout(700)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_real_perforatedai_example_runs_to_completion_over_several_generations(example_runs, mode):
+    tmp_path, code, out, err, events, seen, left = example_runs[mode]
     assert code == 0, err[-4000:]
     save = tmp_path / "PAI"
     assert (save / ".training_complete").is_file()
@@ -55,12 +73,32 @@ def test_real_perforatedai_example_runs_to_completion_over_several_generations(t
     assert any(e["event"] == "init_exited" for e in events)
     assert sum(e["event"] == "dendrites_added" for e in events) >= 2
     assert events[-1]["event"] == "run_finished" and events[-1]["exit_code"] == 0
+    (ready,) = [e for e in events if e["event"] == "agent_ready"]
+    assert ready["workers"] == mode and len({e["agent_pid"] for e in generations}) == 1
+    if mode == "warm":
+        assert "perforatedai.utils_perforatedai" in ready["preloaded"].split(",")
     # Every generation's workers really trained: both ranks report epochs, and each generation ended on purpose.
-    progress = [json.loads(line.split("PAI_EXAMPLE ", 1)[1]) for line in out.splitlines() if "PAI_EXAMPLE " in line]
+    progress = _progress(out)
     exits = [p for p in progress if p["event"] in ("restructure_exit", "complete_exit")]
     assert {(p["gen"], p["rank"]) for p in exits} >= {(str(g), r) for g in range(1, len(generations) + 1) for r in (0, 1)}
     assert [p["event"] for p in exits if p["rank"] == 0][-1] == "complete_exit"
     assert len(seen) >= 3 and left == []
+
+
+@pytest.mark.timeout(700)
+def test_warm_and_cold_runs_of_the_example_train_alike(example_runs):
+    """Same generations, the same switch files and the same validation scores, epoch by epoch and rank by rank."""
+    def summary(mode):
+        tmp_path, code, out, err, events, seen, left = example_runs[mode]
+        assert code == 0, err[-4000:]
+        scores = sorted((p["gen"], p["rank"], p["epoch"], p["score"]) for p in _progress(out) if p["event"] == "epoch")
+        switches = sorted(p.name for p in (tmp_path / "PAI").glob("switch_*.pt"))
+        loads = [e["load_folder"] for e in events if e["event"] == "generation_started"]
+        return loads, switches, scores
+
+    cold, warm = summary("cold"), summary("warm")
+    assert warm[0] == cold[0] and warm[1] == cold[1]
+    assert len(warm[2]) >= 4 and warm[2] == cold[2]
 
 
 @pytest.mark.timeout(200)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.generation import _log_tail, failures_from_exits
+from pai_launch.agent_generation import _log_tail, failures_from_exits
 from pai_launch.workers import WorkerExit
 
 COLLATERAL = [-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL]

@@ -321,7 +321,7 @@ def test_workers_dying_of_the_stall_signal_count_as_the_stall():
     assert actions[-1].reason.startswith("stalled: no write to the save folder for 60 s")
 
 
-# --- start-up, refusals, DataParallel, standby agents, late workers ------------------------------------
+# --- start-up, refusals, DataParallel, the agent started ahead, late workers ------------------------------------
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_queued_before_the_loop_began_starts_nothing(signum):
     state = start(save_name="PAI")
