@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
                 out.forkserver_restarted(pool.server_pid)
             if problem is not None:
                 pool.stop()
+                for key in pool.added_env:  # cold workers inherit the agent's environment: none of the server's
+                    os.environ.pop(key, None)
                 pool = None
                 _stop_resource_tracker()
                 out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
