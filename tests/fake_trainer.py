@@ -43,6 +43,8 @@ parser.add_argument("--spawn-grandchild", action="store_true", help="start a sle
 parser.add_argument("--ready-dir", default=None, help="touch READY_DIR/<gen>-<rank>.<pid> once running")
 parser.add_argument("--signal-log", default=None, help="append 'rank signame' here for each signal received")
 parser.add_argument("--ignore-sigint", action="store_true", help="log SIGINT and keep running")
+parser.add_argument("--exit-delay", type=float, default=0.0,
+                    help="take this long to exit after a stop signal (signals meanwhile are logged too)")
 parser.add_argument("--hang-rank", type=int, default=None,
                     help="only this rank runs until signalled (with --hang-generation: only in that generation)")
 parser.add_argument("--hang-generation", type=int, default=None,
@@ -111,6 +113,9 @@ def log_signal(signum, frame):
         return
     if signum in (signal.SIGUSR1, signal.SIGUSR2):
         return
+    deadline = time.monotonic() + args.exit_delay
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
     sys.exit(128 + signum)
 
 

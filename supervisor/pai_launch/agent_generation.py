@@ -71,6 +71,20 @@ def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFa
                                at=e.at + offset) for e in failed)
 
 
+def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple[WorkerFailure, ...]:
+    """torch's failures (rank -> ProcessFailure), root cause first. torch stamps them in whole seconds, when it
+    noticed; the watch saw each exit to the millisecond, so its times decide the order where it has them."""
+    offset = time.time() - time.monotonic()
+
+    def seen_at(failure) -> float:
+        at = watch.exit_time(failure.pid)
+        return float(failure.timestamp) if at is None else at + offset
+
+    ordered = sorted(failed.items(), key=lambda item: (seen_at(item[1]), stopped_by_launcher(item[1].exitcode), item[0]))
+    return tuple(WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank), at=seen_at(f))
+                 for rank, f in ordered)
+
+
 class _RankLabels:
     """The prefix of a worker's relayed lines: `[rank3]`, and in a multi-node job `[rank3 node1]` (global rank: torch
     numbers ranks node by node, so it is the group's first rank plus the local rank)."""
@@ -169,15 +183,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
     except Abandoned:
         failures, error = (), "torch's launcher did not return after the generation ended"
     except ChildFailedError as exc:
-        def order(item):
-            rank, f = item
-            return (f.timestamp, watch.exit_time(f.pid), stopped_by_launcher(f.exitcode), rank)
-
-        failures = tuple(
-            WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(request.log_dir, f.local_rank), at=float(f.timestamp))
-            for rank, f in sorted(exc.failures.items(), key=order)
-        )
-        error = None
+        failures, error = failures_from_torch(exc.failures, watch, request.log_dir), None
     except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
         failures, error = (), traceback.format_exception_only(exc)[-1].strip()
     finally:

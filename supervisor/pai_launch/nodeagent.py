@@ -81,8 +81,9 @@ class NodeGeneration:
         if not self.we_stopped:
             self.we_stopped = True
             self.stopped_at = time.time()
-            stop_workers(self.watch.processes if self.watch is not None else psutil.Process().children,
-                         self.request.grace)
+            if not STOP_RECEIVED:  # else this node's pai-launch is stopping the job and signals its own workers, once
+                stop_workers(self.watch.processes if self.watch is not None else psutil.Process().children,
+                             self.request.grace)
         if self.abort is not None and self.watch is not None and not self.watch.ranks:
             self.abort()
 

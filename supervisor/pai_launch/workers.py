@@ -88,6 +88,8 @@ class WorkerWatch:
         self._lock = threading.Lock()
         self._watched: set[int] = set()
         self.exits: dict[int, WorkerExit] = {}
+        #: time.monotonic() each exit was seen, a killed warm worker's too (its status is torch's to report).
+        self._seen_at: dict[int, float] = {}
         #: Global rank of each worker seen so far, and (GROUP_RANK, GROUP_WORLD_SIZE) from the first one.
         self.ranks: dict[int, int] = {}
         self.group: tuple[int, int] | None = None
@@ -136,6 +138,8 @@ class WorkerWatch:
             if fd is not None:
                 os.close(fd)
         at = time.monotonic()
+        if fd is not None:
+            self._seen_at.setdefault(pid, at)
         record = self._record(pid, lambda r: "exit" in r, timeout=0.0)
         if record is None or record.get("rank") is None:
             return  # killed (no record of its end): torch reports its status
@@ -185,6 +189,7 @@ class WorkerWatch:
         pid = exit_.pid
         with self._lock:
             self.exits[pid] = exit_
+            self._seen_at.setdefault(pid, exit_.at)
             complete = len(self.exits) == self._nproc and all(e.rank is not None for e in self.exits.values())
             if complete and not self._done.is_set():
                 self._done.set()
@@ -193,9 +198,9 @@ class WorkerWatch:
                 return
         self._on_all_exited(exits)
 
-    def exit_time(self, pid: int) -> float:
-        found = self.exits.get(pid)
-        return found.at if found else float("inf")
+    def exit_time(self, pid: int) -> float | None:
+        """time.monotonic() when worker `pid`'s exit was seen; None if it was not."""
+        return self._seen_at.get(pid)
 
     def stop(self) -> None:
         self._done.set()

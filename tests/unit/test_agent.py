@@ -10,10 +10,11 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from pai_launch.agent_generation import _log_tail, failures_from_exits
+from pai_launch.agent_generation import _log_tail, failures_from_exits, failures_from_torch
 from pai_launch.workers import WorkerExit
 
 COLLATERAL = [-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL]
@@ -143,3 +144,27 @@ def test_the_tail_is_the_asked_ranks_own_and_rank_1_is_not_rank_10(tmp_path):
     assert _log_tail(str(tmp_path), 10) == "rank 10's error"
     assert _log_tail(str(tmp_path), 0) == "rank 0's output"
     assert _log_tail(str(tmp_path), 2) == ""
+
+
+# --- torch's failures ------------------------------------------------------------------------------
+def _torch_failure(pid: int, exitcode: int, timestamp: int) -> SimpleNamespace:
+    """What torch's ProcessFailure carries that matters here: its timestamp is whole seconds."""
+    return SimpleNamespace(pid=pid, exitcode=exitcode, timestamp=timestamp, local_rank=pid - 1000)
+
+
+def test_torchs_failures_go_by_when_the_watch_saw_each_exit_not_by_torchs_whole_second_stamps(tmp_path):
+    # Rank 1 was SIGKILLed; rank 0 failed in the collective 1.3 s later but raised first in torch's eyes.
+    now = time.monotonic()
+    seen = {1001: now - 1.3, 1000: now}
+    failed = {0: _torch_failure(1000, 1, timestamp=int(time.time()) - 5), 1: _torch_failure(1001, -signal.SIGKILL, int(time.time()))}
+    failures = failures_from_torch(failed, SimpleNamespace(exit_time=seen.get), str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, -signal.SIGKILL), (0, 1)]
+    assert abs(failures[0].at - (time.time() - 1.3)) < 1.0
+
+
+def test_a_failure_the_watch_did_not_see_keeps_torchs_time(tmp_path):
+    stamp = int(time.time()) - 10
+    failures = failures_from_torch({2: _torch_failure(1002, 3, stamp)}, SimpleNamespace(exit_time=lambda pid: None),
+                                   str(tmp_path))
+    assert ranks_and_codes(failures) == [(2, 3)] and failures[0].at == float(stamp)

@@ -8,6 +8,7 @@ watches every child of this (pytest's) process, so these tests start no other ch
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -108,7 +109,7 @@ def test_the_watch_reports_every_exit_once_with_rank_and_status_and_leaves_the_s
     assert [e.at for e in exits] == sorted(e.at for e in exits), "exits are reported in the order they were seen"
     assert statuses == expected
     assert {pid: watch.exit_time(pid) for pid in pids} == {e.pid: e.at for e in exits}
-    assert watch.exit_time(-1) == float("inf")
+    assert watch.exit_time(-1) is None
 
 
 def test_the_watch_waits_for_all_workers_and_reports_them_in_the_order_they_exited(rank_reads):
@@ -202,3 +203,32 @@ def test_rank_of_a_process_that_is_gone_is_none_at_once():
 
     assert found is None
     assert time.monotonic() - began < 2.0, "it waited for a rank a gone process can never show"
+
+
+# --- warm workers: found by their records ----------------------------------------------------------
+def test_a_warm_worker_killed_before_writing_its_end_still_has_its_exit_moment_and_leaves_the_status_to_torch(tmp_path):
+    """A SIGKILLed warm worker writes no end to its record: its status comes from torch, whose failure times are whole
+    seconds. The watch still knows to the millisecond when it died, so the root cause can be ordered right."""
+    records = tmp_path / "workers"
+    records.mkdir()
+    calls: list[list[WorkerExit]] = []
+    killed, ended = start_child(None, "signal", signal.SIGKILL), start_child(None, "exit", 1)
+    watch = WorkerWatch(2, calls.append, parent=os.getpid(), records=str(records))
+    try:
+        for rank, child in enumerate((killed, ended)):
+            (records / f"{child.pid}.json").write_text(json.dumps({"rank": rank, "local_rank": rank}))
+        wait_until(lambda: watch.ranks == {killed.pid: 0, ended.pid: 1}, 20, message="the watch to read both records")
+        release(killed)
+        wait_until(lambda: watch.exit_time(killed.pid) is not None, 20, message="the killed worker's exit to be seen")
+        (records / f"{ended.pid}.json").write_text(json.dumps({"rank": 1, "local_rank": 1, "exit": 1}))  # its last act
+        release(ended)
+        assert ended.wait(10) == 1
+        wait_until(lambda: ended.pid in watch.exits, 20, message="the ended worker's exit to be seen")
+        assert killed.wait(10) == -signal.SIGKILL
+    finally:
+        watch.stop()
+        clean_up([killed, ended])
+
+    assert killed.pid not in watch.exits and calls == [], "without its status the watch leaves the report to torch"
+    assert watch.exit_time(killed.pid) < watch.exit_time(ended.pid)
+    assert watch.exits[ended.pid].returncode == 1 and watch.exits[ended.pid].rank == 1
