@@ -43,6 +43,10 @@ parser.add_argument("--spawn-grandchild", action="store_true", help="start a sle
 parser.add_argument("--ready-dir", default=None, help="touch READY_DIR/<gen>-<rank>.<pid> once running")
 parser.add_argument("--signal-log", default=None, help="append 'rank signame' here for each signal received")
 parser.add_argument("--ignore-sigint", action="store_true", help="log SIGINT and keep running")
+parser.add_argument("--load-stage", choices=("switch", "latest"), default="switch",
+                    help="what --pai_load_folder loads: the newest switch_N.pt, or latest.pt (which must exist)")
+parser.add_argument("--torn-latest-generation", type=int, default=None,
+                    help="in this generation rank 0 leaves a torn latest.pt behind before it fails or finishes")
 parser.add_argument("--exit-delay", type=float, default=0.0,
                     help="take this long to exit after a stop signal (signals meanwhile are logged too)")
 parser.add_argument("--hang-rank", type=int, default=None,
@@ -172,7 +176,11 @@ if args.perforate_model_parallel:
     print("init done")
     sys.exit(0)
 
-if args.pai_load_folder:
+if args.pai_load_folder and args.load_stage == "latest":
+    if not os.path.exists(os.path.join(args.pai_load_folder, "latest.pt")):
+        print(f"FileNotFoundError: {args.pai_load_folder}/latest.pt", file=sys.stderr, flush=True)
+        sys.exit(1)
+elif args.pai_load_folder:
     load_newest_switch(args.pai_load_folder)
 
 # Every rank loads before rank 0 may save (the real script's barriers see to that): otherwise a slow rank could load
@@ -211,6 +219,9 @@ while hang or time.monotonic() < deadline or (args.hold_until and not os.path.ex
             handle.write(safetensors_bytes(os.urandom(16)))
     time.sleep(0.05)
 
+if args.torn_latest_generation == generation and rank == 0:
+    with open(os.path.join(args.save, "latest.pt"), "wb") as handle:
+        handle.write(safetensors_bytes(os.urandom(64))[:40])
 if args.fail_rank == rank and (args.fail_every or generation in fail_generations):
     if args.fail_after_switch:  # a rank other than 0: it fails once rank 0 has saved this generation's progress
         own_switch = os.path.join(args.save, f"switch_{2 * generation}.pt")

@@ -112,3 +112,19 @@ def newest_valid_switch(save_dir: Path, on_quarantine) -> str | None:
             return newest
         moved = quarantine(save_dir, newest)
         on_quarantine(newest, why, moved)
+
+
+#: What PerforatedAI rewrites every epoch (rank 0), and scripts that resume mid-generation load.
+LATEST = "latest.pt"
+
+
+def whole_latest(save_dir: Path, on_quarantine) -> bool:
+    """SAVE/latest.pt is there and whole; a torn one is moved aside (`on_quarantine` told) and counts as absent."""
+    path = save_dir / LATEST
+    if not path.exists():
+        return False
+    why = problem(path)
+    if why is None:
+        return True
+    on_quarantine(LATEST, why, quarantine(save_dir, LATEST))
+    return False

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from pai_launch import procs
+from pai_launch import liveline, procs
 from pai_launch.events import AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, ProcessExited, Role
 from pai_launch.plan import Command
 from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob
@@ -54,15 +54,11 @@ class PlainProcess:
         start_guarded(self._pump, name=f"pump-{self.pid}", report=report)
 
     def _pump(self) -> None:
-        out = sys.stdout.buffer
+        write = _writer("stdout")
         assert self.popen.stdout is not None
         for line in iter(self.popen.stdout.readline, b""):
             self._tail.append(line.decode(errors="replace").rstrip("\n"))
-            try:
-                out.write(line)
-                out.flush()
-            except (OSError, ValueError):
-                pass
+            write(line)
         returncode = self.popen.wait()
         self._report(ProcessExited(self.role, returncode, "\n".join(self._tail), time.monotonic()))
 
@@ -87,14 +83,21 @@ class Agent:
             python, "-c", bootstrap,
             "--request-fd", str(request_r), "--result-fd", str(result_w), "--parent-pid", str(os.getpid()), *agent_args,
         ]
+        # The agent relays its workers' lines to its stdout/stderr: ours, unless a live status line needs them to
+        # pass through us.
+        piped = liveline.current() is not None
         try:
             self.popen = subprocess.Popen(
                 argv, cwd=cwd, env=base_env, stdin=subprocess.DEVNULL, start_new_session=True,
-                pass_fds=(request_r, result_w),
+                pass_fds=(request_r, result_w), stdout=subprocess.PIPE if piped else None,
+                stderr=subprocess.PIPE if piped else None,
             )
         finally:
             os.close(request_r)
             os.close(result_w)
+        if piped:
+            for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
+                threading.Thread(target=_relay, args=(pipe, _writer(stream)), name=f"agent-{stream}", daemon=True).start()
         self.pid = self.popen.pid
         self._report = report
         self._lock = threading.Lock()
@@ -214,6 +217,28 @@ class Agent:
     def close(self) -> None:
         """No more generations: closing its request pipe makes it exit."""
         self._close_request()
+
+
+def _writer(stream: str):
+    """Where a child's lines for our `stream` go: through the live status line when there is one."""
+    live = liveline.current()
+    if live is not None:
+        return lambda data: live.write_output(stream, data)
+    target = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+
+    def write(data: bytes) -> None:
+        try:
+            target.write(data)
+            target.flush()
+        except (OSError, ValueError):
+            pass
+    return write
+
+
+def _relay(pipe, write) -> None:
+    for line in iter(pipe.readline, b""):
+        write(line)
+    pipe.close()
 
 
 def _package_root() -> str:

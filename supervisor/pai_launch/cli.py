@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import queue
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Annotated, Optional
@@ -22,7 +21,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch import __version__, exitcodes, joboptions, logs, nodes, plan, procs, savedir, slurm
+from pai_launch import __version__, exitcodes, joboptions, nodes, procs, slurm
 from pai_launch.config import (
     LaunchSpec, PreflightError, default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus,
 )
@@ -33,7 +32,10 @@ EPILOG = (
     + "; ".join(f"{code} {meaning}" for code, meaning in exitcodes.TABLE)
     + ".\n\nEvery option but --fresh may also be set as PAI_LAUNCH_<NAME> in the environment (e.g. PAI_LAUNCH_NPROC=8); "
     "the command line wins.\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and PAI_LAUNCH_GENERATION "
-    "(0 for the init run, then 1, 2, ...)."
+    "(0 for the init run, then 1, 2, ...).\n\n"
+    "Tools: pai-launch doctor SCRIPT [--json] checks a script against the PerforatedAI DDP protocol; "
+    "pai-launch status [SAVE] [--json] [--watch] [--timeline FILE.png] shows where a run stands. "
+    "(A script named doctor or status runs as ./doctor or ./status.)"
 )
 
 app = typer.Typer(
@@ -141,6 +143,18 @@ def launch(
         "--preload", env="PRELOAD", show_default=False,
         help="Modules the forkserver imports once for every warm worker, comma-separated (empty: none). Modules that "
              "touch CUDA are refused by its self-check. [default: torch,torch.distributed,perforatedai.utils_perforatedai]")] = None,
+    resume_from: Annotated[Optional[str], _option(
+        "--resume-from", env="RESUME_FROM", show_default=False,
+        help="What a restart resumes from, as the script loads it: switch (pass --pai_load_folder once SAVE holds a "
+             "switch_N.pt) or latest (once SAVE/latest.pt exists, so a crash before the first switch resumes "
+             "mid-generation). [default: what doctor reads in the script, else switch]")] = None,
+    no_doctor: Annotated[bool, _option(
+        "--no-doctor", env="NO_DOCTOR", help="Skip checking the script with pai-launch doctor before the run.")] = False,
+    metrics_port: Annotated[Optional[int], _option(
+        "--metrics-port", env="METRICS_PORT", show_default=False,
+        help="Serve Prometheus metrics on this port (0: any free port, logged). Default: off.")] = None,
+    metrics_host: Annotated[str, _option(
+        "--metrics-host", env="METRICS_HOST", help="The address --metrics-port listens on (0.0.0.0: every interface).")] = "127.0.0.1",
     fresh: Annotated[bool, _option(
         "--fresh", env=None,
         help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")] = False,
@@ -190,6 +204,10 @@ def launch(
             slurm_step=allocation is not None and bool(env.get("SLURM_STEP_ID")),
             cold=cold,
             preload=None if preload is None else tuple(name.strip() for name in preload.split(",") if name.strip()),
+            resume_from=resume_from,
+            doctor=not no_doctor,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
         preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
     except (PreflightError, nodes.NodesError, slurm.SlurmError) as exc:
@@ -197,40 +215,9 @@ def launch(
         return exitcodes.USAGE
     if dry_run and place.from_slurm:
         print(f"from Slurm (job {allocation.job_id}): " + "; ".join(slurm.taken(allocation, place.from_slurm)))
-    return _launch(spec, env, visible, inbox)
+    from pai_launch.startup import launch_run
 
-
-def _launch(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
-    from pai_launch.coordination import JobSetupError, open_job
-    from pai_launch.record import StateError
-    from pai_launch.runner import Runner
-    from pai_launch.session import SaveSession, move_aside
-
-    log = logs.make_logger(spec.log_format)
-    try:
-        if spec.fresh and spec.save_dir.exists():
-            if spec.dry_run:
-                print(f"--fresh: {spec.save_dir} would be moved aside")
-            else:
-                moved = move_aside(spec.save_dir)
-                log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
-        marker_time = savedir.marker_mtime(spec.save_dir)
-        if marker_time is not None:
-            when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
-            log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
-                     hint="nothing to do; use --fresh (or another --save-name) to train again")
-            return exitcodes.COMPLETE
-        session = SaveSession(spec, env)
-        if spec.dry_run:
-            load = session.save_name if savedir.has_switches(session.save_dir) else None
-            for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
-                print(line)
-            return exitcodes.COMPLETE
-        store_host = open_job(spec, session, env, inbox)
-        return Runner(spec, session, inbox, env, visible, store_host=store_host).run()
-    except (StateError, JobSetupError) as exc:
-        _error(str(exc))
-        return exitcodes.USAGE
+    return launch_run(spec, env, visible, inbox)
 
 
 def _error(message: str) -> None:

@@ -17,6 +17,8 @@ from pai_launch.machine_state import Policy
 from pai_launch.nodes import Nodes
 
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
+#: --resume-from's choices: the checkpoint a restart resumes from.
+RESUME_STAGES = ("switch", "latest")
 LOG_FORMATS = ("auto", "console", "json")
 NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
 #: How long a file written on another node may take to show up here: NFS caches directory attributes
@@ -72,6 +74,14 @@ class LaunchSpec:
     #: (None: the agent's default).
     cold: bool = False
     preload: tuple[str, ...] | None = None
+    #: --resume-from: which of the script's checkpoints a restart resumes from, "switch" (SAVE/switch_N.pt) or
+    #: "latest" (SAVE/latest.pt, written every epoch); None: what doctor reads in the script, else "switch".
+    resume_from: str | None = None
+    #: Check the script with doctor before starting (warnings only); off with --no-doctor.
+    doctor: bool = True
+    #: --metrics-port / --metrics-host: serve Prometheus metrics there; None: off.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def agent_args(self) -> tuple[str, ...]:
@@ -195,6 +205,13 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
             if importlib.util.find_spec(name.split(".")[0]) is None:
                 raise PreflightError(f"--preload {name}: no module {name.split('.')[0]} in this environment: install it "
                                      "or drop it from --preload")
+    if spec.resume_from is not None and spec.resume_from not in RESUME_STAGES:
+        raise PreflightError(f"--resume-from {spec.resume_from!r} is unknown: use switch (SAVE/switch_N.pt) or latest "
+                             "(SAVE/latest.pt), whichever the script loads")
+    if spec.metrics_port is not None and not 0 <= spec.metrics_port <= 65535:
+        raise PreflightError(f"--metrics-port {spec.metrics_port} is not a TCP port: give 1-65535 (0: any free port)")
+    if spec.metrics_port is not None and not spec.dry_run:
+        _check_metrics_address(spec.metrics_host, spec.metrics_port)
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
     _check_writable_folder(spec.save_dir, "--save-name")
@@ -203,6 +220,24 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
     complete = savedir.marker_mtime(spec.save_dir) is not None and not spec.fresh
     if not complete and importlib.util.find_spec("torch") is None and not spec.dry_run:
         raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this environment")
+
+
+def _check_metrics_address(host: str, port: int) -> None:
+    """The metrics address can be bound now (a port taken, or a host not of this machine, is refused up front)."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise PreflightError(f"--metrics-host {host}: {exc.strerror or exc}: give an address of this machine, e.g. "
+                             "127.0.0.1 or 0.0.0.0") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise PreflightError(f"--metrics-port {port} on {host}: {exc.strerror or exc}: choose another port") from None
 
 
 def _check_writable_folder(folder: Path, option: str) -> None:

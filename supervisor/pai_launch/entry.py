@@ -1,4 +1,9 @@
-"""The `pai-launch` console script: signal handlers first, then everything slow."""
+"""The `pai-launch` console script: signal handlers first, then everything slow.
+
+`pai-launch doctor ...` and `pai-launch status ...` are tools, not runs: they get no launch signal handlers (Ctrl-C
+stops them the usual way). Any other first argument is the launch command line, so a script named `status` is run
+as `pai-launch ./status`.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,18 @@ import sys
 
 from pai_launch import signals
 
+#: First arguments that name a tool rather than a script.
+TOOLS = ("doctor", "status")
+
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in TOOLS:
+        from pai_launch import tools_cli
+
+        sys.exit(tools_cli.run_tool(args))
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     signals.install(inbox)  # before importing typer and friends: a SIGTERM now is queued, not lost
     from pai_launch import cli
 
-    sys.exit(cli.run_command_line(sys.argv[1:] if argv is None else argv, inbox))
+    sys.exit(cli.run_command_line(args, inbox))

@@ -69,8 +69,10 @@ def wants_json(log_format: str, stream: TextIO) -> bool:
     return not stream.isatty()
 
 
-def make_logger(log_format: str = "auto", stream: TextIO | None = None, events: EventsFile | None = None) -> Any:
-    """A logger writing to `stream` (stderr) in `log_format`, and every event to `events` too when given."""
+def make_logger(log_format: str = "auto", stream: TextIO | None = None, events: EventsFile | None = None,
+                extra: tuple = ()) -> Any:
+    """A logger writing to `stream` (stderr) in `log_format`, and every event to `events` too when given; `extra`:
+    more processors that see every event (metrics, the live status line)."""
     stream = stream or sys.stderr
     if wants_json(log_format, stream):
         renderer: Any = structlog.processors.JSONRenderer()
@@ -78,7 +80,8 @@ def make_logger(log_format: str = "auto", stream: TextIO | None = None, events: 
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=22)
         timestamper = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
-    processors = [*([events] if events is not None else []), structlog.processors.add_log_level, timestamper, renderer]
+    processors = [*([events] if events is not None else []), *extra, structlog.processors.add_log_level, timestamper,
+                  renderer]
     return structlog.wrap_logger(
         structlog.PrintLogger(file=stream),
         processors=processors,

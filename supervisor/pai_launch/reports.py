@@ -22,6 +22,8 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
         where = {} if first.node is None else {"node": first.node, "host": first.host}
         return "generation_failed", {**fields, "rank": first.rank, **where, "exit": describe_returncode(first.returncode or 0),
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
+                                     "exit_codes": {str(f.rank): f.returncode for f in event.failures
+                                                    if f.cause is Cause.WORKER and f.returncode is not None},
                                      "reached_training": state.reached_training}
     return "generation_failed", {**fields, "error": first.detail}
 

@@ -27,6 +27,7 @@ from pai_launch.proctable import ProcessTable
 from pai_launch.protocol import StopJob
 from pai_launch.reports import phase_status
 from pai_launch.record import StateError
+from pai_launch.runviews import RunViews
 from pai_launch.session import SaveFolderError, SaveSession
 
 TICK = 0.2
@@ -34,8 +35,11 @@ TICK = 0.2
 
 class Runner:
     def __init__(self, spec: LaunchSpec, session: SaveSession, inbox: queue.SimpleQueue, env: dict[str, str],
-                 visible: tuple[str, ...], store_host: coordination.StoreHost | None = None) -> None:
-        """`store_host`: node 0 of a multi-node job serves the job's store (closed when the run ends)."""
+                 visible: tuple[str, ...], store_host: coordination.StoreHost | None = None,
+                 notes: list[tuple[str, dict]] = ()) -> None:
+        """`store_host`: node 0 of a multi-node job serves the job's store (closed when the run ends); `notes`:
+        warnings for the log (doctor's findings), as (event, fields)."""
+        self.notes = list(notes)
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
         self.policy = policy_for(spec)
         self.notifier = Notifier(env, os.getpid())
@@ -53,7 +57,9 @@ class Runner:
             if self.store_host is not None:
                 self.store_host.close()
             raise
-        self.log = logs.make_logger(self.spec.log_format, events=self.session.events).bind(run_id=self.session.run_id)
+        self.views = RunViews(self.spec, lambda: self.session.save_dir)
+        self.log = logs.make_logger(self.spec.log_format, stream=self.views.stream, events=self.session.events,
+                                    extra=tuple(self.views.processors)).bind(run_id=self.session.run_id)
         if self.spec.nodes.multi:
             self.log = self.log.bind(node=self.spec.nodes.node_rank)  # several nodes may log to one file (Slurm's)
         try:
@@ -63,6 +69,7 @@ class Runner:
                 self.store_host.watch(self.inbox.put)
                 self.store_host.publish_token(self.session.save_dir)
             self.observer = Observer(self.session, self.table, self.log, self.notifier)
+            self.views.start(self.log)
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
@@ -76,6 +83,7 @@ class Runner:
             finally:
                 self.session.close()
                 self.notifier.close()
+                self.views.close()
 
     def supervise(self) -> int:
         started = time.monotonic()
@@ -89,6 +97,8 @@ class Runner:
         self.log.info("run_started", script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
                       mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid(),
                       resumed=self.session.previous is not None, generation=self.state.generation, failures=self.state.failures)
+        for event, fields in self.notes:
+            self.log.warning(event, **fields)
         self.record()
         while True:
             before = self.state
@@ -202,7 +212,8 @@ class Runner:
             self.inbox.put(GenerationRefused(problem, time.monotonic()))
             return
         if load_folder is None and had_switches:
-            self.log.warning("resuming_from_scratch", reason="no valid switch_*.pt left; starting after the init run")
+            left = "no whole latest.pt (--resume-from latest)" if self.spec.resume_from == "latest" else "no valid switch_*.pt left"
+            self.log.warning("resuming_from_scratch", reason=f"{left}; starting after the init run")
         self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the writes
         if self.spec.data_parallel:
             pid = self.table.start_plain(Role.DATA_PARALLEL, plan.data_parallel_command(self.spec, self.session.run_id,

@@ -194,10 +194,15 @@ class SaveSession:
     def resume_folder(self, on_quarantine: Callable[[str, str, Path], None]) -> str | None:
         """--pai_load_folder's value: the save folder once its newest switch file is whole (torn ones are moved
         aside, `on_quarantine(name, problem, moved_to)` told of each); None when no switch file is left.
-        Only node 0 moves anything: another node takes the folder as node 0 left it."""
+        Only node 0 moves anything: another node takes the folder as node 0 left it. With --resume-from latest
+        the script loads SAVE/latest.pt instead, so that is the file that must be whole."""
+        latest = self.spec.resume_from == "latest"
         if self.node != 0:
-            return self.save_name if savedir.has_switches(self.save_dir) else None
+            there = (self.save_dir / checkpoint.LATEST).exists() if latest else savedir.has_switches(self.save_dir)
+            return self.save_name if there else None
         try:
+            if latest:
+                return self.save_name if checkpoint.whole_latest(self.save_dir, on_quarantine) else None
             newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
         except OSError as exc:
             raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: {exc.strerror or exc}") from exc

@@ -4,7 +4,7 @@ import queue
 
 import pytest
 
-from pai_launch import cli
+from pai_launch import cli, startup
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def launched(monkeypatch, tmp_path):
         seen["inbox"] = inbox
         return 0
 
-    monkeypatch.setattr(cli, "_launch", fake_launch)
+    monkeypatch.setattr(startup, "launch_run", fake_launch)
     return seen
 
 
@@ -51,7 +51,7 @@ def test_a_bug_becomes_exit_70_with_one_line_saying_so(monkeypatch, tmp_path, ca
     def broken_launch(spec, env, visible, inbox):
         raise KeyError("injected")
 
-    monkeypatch.setattr(cli, "_launch", broken_launch)
+    monkeypatch.setattr(startup, "launch_run", broken_launch)
     assert run(["train.py"]) == 70
     err = capsys.readouterr().err
     assert "Traceback" in err and "KeyError: 'injected'" in err

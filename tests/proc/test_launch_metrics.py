@@ -1,0 +1,57 @@
+"""--metrics-port: a live run serves Prometheus metrics over HTTP, scraped while its third generation runs after a
+failure, a retry and a switch file; a taken port is refused before anything starts."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.proc.launch_files import wait_event
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_a_live_run_serves_its_metrics_on_localhost(scene):
+    script = ["--fail-rank", "0", "--fail-generation", "1", "--generations", "4", "--hang-generation", "3"]
+    launch = scene.start("--nproc", "2", "--backoff", "0.1", "--metrics-port", "0", script_args=script)
+    url = wait_event(launch, "metrics_serving", 30)["url"]
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+    scene.wait_ready(3, 2)
+
+    samples = scrape(url)
+    assert samples[("pai_launch_generation", ())] == 3
+    assert samples[("pai_launch_generation_running", ())] == 1
+    assert samples[("pai_launch_generation_failures_total", ())] == 1
+    assert samples[("pai_launch_restarts_total", ())] == 2
+    assert samples[("pai_launch_restart_gap_seconds_count", ())] == 2
+    assert samples[("pai_launch_generation_duration_seconds_count", ())] == 2
+    assert samples[("pai_launch_dendrites", ())] == 1  # generation 2 wrote switch_4.pt
+    assert samples[("pai_launch_training_complete", ())] == 0
+    assert samples[("pai_launch_last_worker_exit_code", (("rank", "0"),))] == 0
+    assert samples[("pai_launch_last_worker_exit_code", (("rank", "1"),))] == 0
+
+    launch.send(signal.SIGTERM)
+    assert launch.wait(60) == 143
+
+
+def test_a_metrics_port_in_use_is_refused_before_anything_starts(scene):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        launch, rc = scene.run("--metrics-port", str(port))
+
+    assert rc == 2
+    assert f"--metrics-port {port} on 127.0.0.1" in launch.stderr and "choose another port" in launch.stderr
+    assert scene.records() == [] and not (scene.work / "PAI").exists()
