@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 import psutil
 
+from pai_launch.status_events import parse_lines
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAKE_TRAINER = TESTS / "fake_trainer.py"
@@ -259,17 +261,7 @@ def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str,
 def json_events(text: str, name: str | None = None) -> list[dict[str, Any]]:
     """pai-launch's JSON log lines (objects with an "event") in `text`, those called `name` only if given;
     every other line (a worker's output, a traceback) is skipped."""
-    found = []
-    for line in text.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and "event" in event and (name is None or event["event"] == name):
-            found.append(event)
-    return found
+    return [event for event in parse_lines(text) if name is None or event["event"] == name]
 
 
 def stamp(event: dict[str, Any]) -> float:

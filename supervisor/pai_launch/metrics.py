@@ -14,7 +14,7 @@ from typing import Any
 
 from pai_launch import savedir
 
-#: Seconds from a generation's end to the next one's start (backoff included).
+#: Seconds from a generation's end to the next one's workers training (backoff and worker start-up included).
 GAP_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 #: A generation lasts from seconds (a toy) to a day.
 DURATION_BUCKETS = (10, 30, 60, 120, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600)
@@ -38,7 +38,8 @@ class RunMetrics:
         self.restarts = Counter("pai_launch_restarts", "Generations started after another one ended", registry=registry)
         self.consecutive = Gauge("pai_launch_consecutive_failures", "Failed generations in a row without progress",
                                  registry=registry)
-        self.gap = Histogram("pai_launch_restart_gap_seconds", "From a generation's end to the next one's start",
+        self.gap = Histogram("pai_launch_restart_gap_seconds",
+                             "From a generation's end to the next one's workers training (their first write)",
                              buckets=GAP_BUCKETS, registry=registry)
         self.duration = Histogram("pai_launch_generation_duration_seconds", "How long each generation ran",
                                   buckets=DURATION_BUCKETS, registry=registry)
@@ -76,8 +77,11 @@ class RunMetrics:
             self._nproc = int(event.get("nproc") or 0)
             if self._ended_at is not None:
                 self.restarts.inc()
-                self.gap.observe(max(0.0, self._clock() - self._ended_at))
             self.running.set(1)
+        elif name == "training_reached":
+            if self._ended_at is not None:
+                self.gap.observe(max(0.0, self._clock() - self._ended_at))
+                self._ended_at = None
         elif name in ENDS:
             self._generation_end(name, event)
         elif name == "retry_scheduled":

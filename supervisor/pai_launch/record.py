@@ -9,13 +9,12 @@ one. (events.jsonl beside it is logs.EventsFile; the lock is locks.SaveFolderLoc
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pai_launch import __version__
+from pai_launch.atomic import write_atomically
 
 STATE_DIR = ".pai-launch"
 STATE_FILE = "state.json"
@@ -76,28 +75,9 @@ class RecordStore:
             raise StateError(f"{self.state_path} is not a pai-launch state file: move it aside") from exc
 
     def save(self, state: RunRecord) -> None:
-        """Atomically replace state.json: write a temp file, fsync it, rename it over, fsync the folder."""
+        """Atomically replace state.json (temp file, fsync, rename, fsync the folder)."""
         # Not parents=True: the save folder exists from the start (its lock makes it); once the user removed
         # it mid-run, re-creating it just to hold our state would resurrect a folder they deleted.
         self.folder.mkdir(exist_ok=True)
         state.updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        fd, temp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=self.folder)
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the state from other users of a shared save folder
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(asdict(state), handle, indent=2)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.state_path)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except OSError:
-                pass
-            raise
-        dir_fd = os.open(self.folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomically(self.state_path, (json.dumps(asdict(state), indent=2) + "\n").encode(), durable=True)

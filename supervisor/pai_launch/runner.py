@@ -69,7 +69,6 @@ class Runner:
                 self.store_host.watch(self.inbox.put)
                 self.store_host.publish_token(self.session.save_dir)
             self.observer = Observer(self.session, self.table, self.log, self.notifier)
-            self.views.start(self.log)
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
@@ -97,12 +96,17 @@ class Runner:
         self.log.info("run_started", script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
                       mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid(),
                       resumed=self.session.previous is not None, generation=self.state.generation, failures=self.state.failures)
+        self.views.start(self.log)
         for event, fields in self.notes:
             self.log.warning(event, **fields)
         self.record()
         while True:
             before = self.state
             self.state, actions = machine.step(self.policy, before, self.next_event())
+            if self.state.reached_training and not before.reached_training and self.state.phase is machine.Phase.TRAINING:
+                # The workers' first write beyond start-up files: what a restart costs ends here.
+                self.log.info("training_reached", generation=self.state.generation,
+                              after_s=round(time.monotonic() - self.state.started_at, 2))
             if self.state.marker_seen and not before.marker_seen:
                 self.log.info("completion_marker_seen", generation=self.state.generation, grace_s=self.spec.grace)
             self.record()
@@ -212,8 +216,7 @@ class Runner:
             self.inbox.put(GenerationRefused(problem, time.monotonic()))
             return
         if load_folder is None and had_switches:
-            left = "no whole latest.pt (--resume-from latest)" if self.spec.resume_from == "latest" else "no valid switch_*.pt left"
-            self.log.warning("resuming_from_scratch", reason=f"{left}; starting after the init run")
+            self.log.warning("resuming_from_scratch", reason="no valid switch_*.pt left; starting after the init run")
         self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the writes
         if self.spec.data_parallel:
             pid = self.table.start_plain(Role.DATA_PARALLEL, plan.data_parallel_command(self.spec, self.session.run_id,

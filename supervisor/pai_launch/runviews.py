@@ -18,16 +18,15 @@ def live_line_wanted(spec: LaunchSpec, err: TextIO = sys.stderr) -> bool:
 
 
 def folder_facts(save_dir: Path) -> tuple[int, float | None]:
-    """(dendrite additions saved, best validation score so far or None) from the save folder's files."""
-    dendrites = len(savedir.snapshot_switches(save_dir))
+    """(dendrite additions saved, best validation score so far or None) from the save folder's files, as
+    `pai-launch status` reads them."""
+    from pai_launch.status import dendrites_and_best
+
     try:
-        from pai_launch.status import best_score_of
-    except ImportError:
-        return dendrites, None
-    try:
-        return dendrites, best_score_of(save_dir)
+        count, best = dendrites_and_best(save_dir)
     except Exception:  # noqa: BLE001 - a half-written CSV must not break the line
-        return dendrites, None
+        count, best = None, None
+    return (len(savedir.snapshot_switches(save_dir)) if count is None else count), best
 
 
 class RunViews:

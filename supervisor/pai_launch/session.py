@@ -195,14 +195,15 @@ class SaveSession:
         """--pai_load_folder's value: the save folder once its newest switch file is whole (torn ones are moved
         aside, `on_quarantine(name, problem, moved_to)` told of each); None when no switch file is left.
         Only node 0 moves anything: another node takes the folder as node 0 left it. With --resume-from latest
-        the script loads SAVE/latest.pt instead, so that is the file that must be whole."""
+        the script resumes from SAVE/latest.pt too (written every epoch, before a restructure's switch file): the flag
+        goes with a whole latest.pt as well, so a crash before the first switch file resumes mid-generation."""
         latest = self.spec.resume_from == "latest"
         if self.node != 0:
-            there = (self.save_dir / checkpoint.LATEST).exists() if latest else savedir.has_switches(self.save_dir)
-            return self.save_name if there else None
+            there = latest and (self.save_dir / checkpoint.LATEST).exists()
+            return self.save_name if there or savedir.has_switches(self.save_dir) else None
         try:
-            if latest:
-                return self.save_name if checkpoint.whole_latest(self.save_dir, on_quarantine) else None
+            if latest and checkpoint.whole_latest(self.save_dir, on_quarantine):
+                return self.save_name
             newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
         except OSError as exc:
             raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: {exc.strerror or exc}") from exc

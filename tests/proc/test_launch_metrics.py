@@ -1,5 +1,5 @@
 """--metrics-port: a live run serves Prometheus metrics over HTTP, scraped while its third generation runs after a
-failure, a retry and a switch file; a taken port is refused before anything starts."""
+failure, a retry and a switch file (each restart's gap ends when its workers train); a taken port is refused before anything starts."""
 
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
 
 
 def test_a_live_run_serves_its_metrics_on_localhost(scene):
-    script = ["--fail-rank", "0", "--fail-generation", "1", "--generations", "4", "--hang-generation", "3"]
+    script = ["--fail-rank", "0", "--fail-generation", "1", "--generations", "4", "--hang-generation", "3",
+              "--heartbeat", "0.1"]  # rank 0 writes latest.pt as it trains: each generation reaches training
     launch = scene.start("--nproc", "2", "--backoff", "0.1", "--metrics-port", "0", script_args=script)
     url = wait_event(launch, "metrics_serving", 30)["url"]
     assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
     scene.wait_ready(3, 2)
+    wait_event(launch, "training_reached", 30, where=lambda e: e["generation"] == 3)
 
     samples = scrape(url)
     assert samples[("pai_launch_generation", ())] == 3

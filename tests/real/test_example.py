@@ -110,3 +110,28 @@ def test_real_example_in_data_parallel_mode(tmp_path):
     assert not any(e["event"] == "generation_started" for e in events)
     assert [e["event"] for e in events if e["event"] in ("init_started", "training_started")] == ["init_started", "training_started"]
     assert left == []
+
+
+@pytest.mark.timeout(700)
+def test_status_of_the_finished_real_run_and_its_timeline(example_runs, tmp_path):
+    """`pai-launch status`'s engine on the real run's save folder: generations, dendrites, the best score, a PNG."""
+    from pai_launch import status as run_status
+
+    folder, code, out, err, events, seen, left = example_runs["warm"]
+    assert code == 0, err[-4000:]
+    status = run_status.gather(folder / "PAI")
+    text = run_status.render_text(status)
+    assert (status.state, status.exit_code) == ("finished", 0), text
+    started = [e["generation"] for e in events if e["event"] == "generation_started"]
+    assert [g.number for g in status.generations] == started and len(started) >= 3
+    assert status.generations[-1].outcome == "complete"
+    assert {"restructured"} <= {g.outcome for g in status.generations[:-1]}
+    assert status.dendrites.count is not None and status.dendrites.count > 0, text
+    assert status.scores.best is not None and status.scores.direction == "minimizing", text
+    assert status.init is not None and status.init.ok and not status.supervisor.running
+    # What a running pai-launch's live status line reads: the same figures.
+    assert run_status.dendrites_and_best(folder / "PAI") == (status.dendrites.count, status.scores.best)
+    png = tmp_path / "timeline.png"
+    run_status.draw_timeline(status, png)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000

@@ -44,10 +44,13 @@ def test_a_failed_generation_a_retry_and_a_switch_show_in_the_metrics(metrics):
     assert value(metrics, "pai_launch_last_worker_exit_code", rank="1") == -9
     assert value(metrics, "pai_launch_last_worker_exit_code", rank="0") == 1
     assert value(metrics, "pai_launch_consecutive_failures") == 1
-    metrics.clock.now += 1.5
+    metrics.clock.now += 0.5
     metrics.observe({"event": "generation_started", "generation": 2, "nproc": 2})
+    metrics.clock.now += 1.0
+    metrics.observe({"event": "training_reached", "generation": 2, "after_s": 1.0})  # the restart's cost ends here
+    metrics.observe({"event": "training_reached", "generation": 2, "after_s": 1.2})  # counted once
     (metrics.save / "switch_2.pt").write_bytes(b"x")
-    metrics.clock.now += 20
+    metrics.clock.now += 18.5
     metrics.observe({"event": "generation_ended", "generation": 2, "duration_s": 20.0, "switch_files": ["switch_2.pt"],
                      "complete": False})
 

@@ -1,0 +1,204 @@
+"""The protocol's training-loop half: the init run's exit, add_validation_score on the unwrapped model by every rank,
+completion checked before restructured, the marker from rank 0, and a clean end of each generation.
+
+Each check takes the walked Flow and returns Findings; none has side effects.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from pai_launch import doctor_names as names
+from pai_launch.doctor_checks_setup import in_ddp
+from pai_launch.doctor_env import wrapper_kind
+from pai_launch.doctor_flow import Event, Flow
+from pai_launch.doctor_model import ERROR, WARNING, Finding
+
+
+def check_init_run(flow: Flow) -> list[Finding]:
+    found = []
+    saves = flow.calls(lambda n: names.is_tracker(n, "save_tracker_settings"))
+    if not saves and not flow.calls(lambda n: names.is_training(n, "init_run_done")):
+        found.append(Finding("init-settings-not-saved", ERROR, None,
+                             "the init run never calls GPA.pai_tracker.save_tracker_settings(): no array_dims.csv, and "
+                             "initialize_tracker_settings() in every generation stops in pdb.set_trace()",
+                             "if args.perforate_model_parallel: after the first loss.backward(), "
+                             "GPA.pai_tracker.save_tracker_settings(); sys.exit(0)"))
+    if saves:
+        first = saves[0]
+        depth = len(first.guards)
+        if not any(e.order > first.order and e.is_exit() and e.guards[:depth] == first.guards for e in flow.events):
+            found.append(Finding("init-no-exit", WARNING, first.line,
+                                 "the init run does not exit after save_tracker_settings(): it goes on training in "
+                                 "one process", "sys.exit(0) right after GPA.pai_tracker.save_tracker_settings()"))
+        if not any(e.order < first.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
+            found.append(Finding("init-exit-before-backward", WARNING, first.line,
+                                 "save_tracker_settings() runs before any backward pass: the settings it records come "
+                                 "from the first backward", "call it right after the first loss.backward()"))
+    seen = set()
+    for event in flow.calls(lambda n: names.is_dist(n, *names.NEEDS_GROUP)):
+        if event.node in seen or event.mode.init is not True or event.mode.dist is True:
+            continue
+        seen.add(event.node)
+        found.append(Finding("init-barrier-unguarded", ERROR, event.line,
+                             f"{names.tail(event.name)}() runs in the init run, which has no process group "
+                             "(RuntimeError: default process group has not been initialized)",
+                             "guard it: if args.distributed: ... (or leave it out of the init run)"))
+    return found
+
+
+def _model_argument(event: Event) -> ast.AST | None:
+    if len(event.node.args) > 1:
+        return event.node.args[1]
+    return next((k.value for k in event.node.keywords if k.arg in ("net", "model")), None)
+
+
+def check_validation(flow: Flow) -> list[Finding]:
+    found: dict[tuple[str, int], Finding] = {}
+    ddp = flow.is_ddp()
+    for event in flow.calls(lambda n: names.is_tracker(n, "add_validation_score")):
+        argument = _model_argument(event)
+        kind = wrapper_kind(argument, event.env, flow.name_of) if argument is not None else None
+        if kind == "dp" or (kind == "ddp" and in_ddp(event)):
+            wrapper = "DistributedDataParallel" if kind == "ddp" else "DataParallel"
+            found.setdefault(("validation-score-wrapped-model", event.line), Finding(
+                "validation-score-wrapped-model", ERROR, event.line,
+                f"add_validation_score gets the {wrapper} wrapper, not the model: PerforatedAI restructures and "
+                "reloads the network it is given",
+                "pass the unwrapped model: add_validation_score(score, model.module)"))
+        if not ddp or not in_ddp(event):
+            continue
+        if event.mode.rank0 is True:
+            if not any(e.order > event.order and names.is_broadcast(e.name) for e in flow.calls(bool)):
+                found.setdefault(("validation-score-rank0-only", event.line), Finding(
+                    "validation-score-rank0-only", ERROR, event.line,
+                    "only rank 0 calls add_validation_score and nothing shares restructured/training_complete: the "
+                    "other ranks never leave the generation (hang)",
+                    "every rank calls it with the same score, or rank 0 broadcasts the two flags "
+                    "(dist.broadcast_object_list)"))
+        elif not flow.taken_in_turn(event):
+            found.setdefault(("validation-score-race", event.line), Finding(
+                "validation-score-race", WARNING, event.line,
+                "every rank calls add_validation_score at once: at a dendrite switch each reads SAVE/best_model.pt "
+                "while rank 0 may be rewriting it (rare KeyError)",
+                "call it one rank at a time, rank 0 first (a loop over ranks with dist.barrier()), or use "
+                "pai_launch.training.add_validation_score(run, score, model)"))
+    return list(found.values())
+
+
+def _flag_words(test: ast.AST, result_names: set[str]) -> tuple[bool, bool]:
+    """(mentions restructured, mentions training_complete) in an if's condition."""
+    restructured = complete = False
+    for node in ast.walk(test):
+        word = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        low = word.lower()
+        restructured |= "restructur" in low or (word, 1) in result_names
+        complete |= "complete" in low or (word, 2) in result_names
+    return restructured, complete
+
+
+def _result_names(flow: Flow) -> set:
+    """(name, position) of the names `a, restructured, complete = ...add_validation_score(...)` unpacks into."""
+    found = set()
+    for node in ast.walk(flow.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) and len(node.targets[0].elts) == 3:
+            if any(isinstance(c, ast.Call) and names.tail(flow.name_of(c.func)) == "add_validation_score"
+                   for c in ast.walk(node.value)):
+                for position in (1, 2):
+                    element = node.targets[0].elts[position]
+                    if isinstance(element, ast.Name):
+                        found.add((element.id, position))
+    return found
+
+
+def _flag_ifs(flow: Flow) -> tuple[list, list]:
+    """The ifs on restructured alone and those on training_complete, each as (if node, first event under it)."""
+    result = _result_names(flow)
+    restructure, complete, seen = [], [], set()
+    for event in flow.events:
+        for guard in event.guards:
+            if id(guard.node) in seen or not isinstance(guard.node, ast.If):
+                continue
+            seen.add(id(guard.node))
+            on_restructured, on_complete = _flag_words(guard.node.test, result)
+            if on_complete:
+                complete.append((guard.node, event))
+            elif on_restructured:
+                restructure.append((guard.node, event))
+    return restructure, complete
+
+
+def _leaving(flow: Flow, node: ast.If) -> list[Event]:
+    return [e for e in flow.events if e.under(node) and in_ddp(e) and (e.is_exit() or e.kind == "break")]
+
+
+def check_completion_order(flow: Flow) -> list[Finding]:
+    if not flow.is_ddp():
+        return []
+    restructure, complete = _flag_ifs(flow)
+    first_complete = min((e.order for _n, e in complete), default=None)
+    leaving = [(node, first) for node, first in restructure if _leaving(flow, node)]
+    if leaving:
+        node, first = leaving[0]
+        if first_complete is None or first_complete > first.order:
+            return [Finding("restructured-before-complete", ERROR, node.lineno,
+                            "restructured is checked (and the generation left) before training_complete: at the end "
+                            "both are True, so the run restarts forever instead of finishing",
+                            "check training_complete first: if training_complete: ... elif restructured: ...")]
+    elif [n for n, e in restructure if in_ddp(e) and e.under(n)]:
+        node = restructure[0][0]
+        return [Finding("restructure-no-exit", WARNING, node.lineno,
+                        "under DDP the ranks go on after a restructure: the DDP wrapper still holds the old "
+                        "parameters, and pai-launch expects every rank to exit 0 for the next generation",
+                        "on restructured: dist.barrier(); dist.destroy_process_group(); sys.exit(0)")]
+    return []
+
+
+def check_marker(flow: Flow) -> list[Finding]:
+    if not flow.is_ddp() or flow.calls(lambda n: names.is_training(n, "mark_complete")):
+        return []
+    markers = [e for e in flow.events if e.kind == "marker"]
+    if not markers:
+        return [Finding("marker-missing", ERROR, None,
+                        "the script never writes SAVE/.training_complete: pai-launch cannot tell the end of training "
+                        "from a generation without progress, and stops with exit code 5",
+                        "on training_complete, rank 0 writes it: if rank == 0: open(os.path.join(save, "
+                        "'.training_complete'), 'w').write('complete')")]
+    return [Finding("marker-every-rank", WARNING, e.line,
+                    "every rank writes SAVE/.training_complete, not rank 0 alone (concurrent writes to one file)",
+                    "guard the write: if dist.get_rank() == 0:")
+            for e in markers if in_ddp(e) and e.mode.rank0 is not True][:1]
+
+
+def check_generation_end(flow: Flow) -> list[Finding]:
+    if not flow.is_ddp():
+        return []
+    restructure, complete = _flag_ifs(flow)
+    found = []
+    for node, _first in sorted(restructure + complete, key=lambda pair: pair[1].order):
+        leaving = _leaving(flow, node)
+        if not leaving:
+            continue
+        last = leaving[0]
+        if last.kind == "call" and names.is_training(last.name, "end_generation"):
+            continue
+        if last.kind == "break":
+            before = [e for e in flow.events if e.order > last.order and in_ddp(e)]
+        else:
+            before = [e for e in flow.events if e.under(node) and e.order < last.order and in_ddp(e)]
+        called = {e.name for e in before if e.kind == "call"}
+        if any(names.is_training(n, "end_generation") for n in called):
+            continue
+        if not any(names.is_barrier(n) for n in called):
+            found.append(Finding("generation-end-barrier", WARNING, last.line,
+                                 "a rank leaves the generation without a barrier: it may exit while rank 0 is still "
+                                 "writing PerforatedAI's files", "dist.barrier() before the exit"))
+        if not any(names.is_destroy(n) for n in called):
+            found.append(Finding("generation-end-destroy", WARNING, last.line,
+                                 "a rank leaves the generation without dist.destroy_process_group() (its exit may "
+                                 "hang or report errors)",
+                                 "dist.barrier(); dist.destroy_process_group() before the exit"))
+    return found
+
+
+CHECKS = (check_init_run, check_validation, check_completion_order, check_marker, check_generation_end)

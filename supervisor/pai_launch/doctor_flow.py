@@ -1,0 +1,295 @@
+"""The script as the calls it makes, in the order one process makes them, without running it.
+
+The walk starts at the module's top level and steps into the script's own functions where they are called (defs,
+nested defs, lambdas, and callables handed to other calls: `in_turn(lambda: ...)`, `mp.spawn(worker)`), a few levels
+deep. Each call becomes an Event that remembers the ifs and loops around it and what the names meant there, which is
+what the protocol checks read. Functions never reached that way are walked afterwards, on their own.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+
+from pai_launch import doctor_names as names
+from pai_launch.doctor_env import Binding, Env, argparse_defaults, bind_call, candidates, function_of
+from pai_launch.doctor_guards import NOTHING, Meaning, is_turn, meaning
+
+MAX_DEPTH = 6
+MARKER = ".training_complete"
+EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+@dataclass(frozen=True)
+class Guard:
+    node: ast.AST
+    positive: bool
+    meaning: Meaning
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing the script does: kind "call" (name: dotted callee), "marker" (writes .training_complete),
+    "break", "return", "exit" (raise SystemExit) or "assign" (name: the attribute assigned)."""
+
+    order: int
+    kind: str
+    name: str | None
+    node: ast.AST
+    guards: tuple[Guard, ...]
+    loops: tuple[ast.AST, ...]
+    serialized: bool
+    depth: int
+    env: Env
+
+    @property
+    def line(self) -> int:
+        return getattr(self.node, "lineno", 0)
+
+    @property
+    def mode(self) -> Meaning:
+        total = NOTHING
+        for guard in self.guards:
+            total = total.plus(guard.meaning)
+        return total
+
+    def under(self, node: ast.AST) -> bool:
+        return any(guard.node is node and guard.positive for guard in self.guards)
+
+    def is_exit(self) -> bool:
+        """sys.exit() and the like, raise SystemExit, or a return from the function the module calls (main)."""
+        return self.kind == "exit" or (self.kind == "call" and names.is_exit(self.name)) \
+            or (self.kind == "return" and self.depth == 1)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    guards: tuple[Guard, ...] = ()
+    loops: tuple[ast.AST, ...] = ()
+    serialized: bool = False
+    stack: tuple[ast.AST, ...] = ()
+
+
+@dataclass
+class Flow:
+    """The walk's result: the events in order, the imports, and the argparse options (dest -> default)."""
+
+    tree: ast.Module
+    imports: dict[str, str]
+    events: list[Event] = field(default_factory=list)
+    options: dict[str, object] = field(default_factory=dict)
+    strings: set[str] = field(default_factory=set)
+
+    def name_of(self, expr: ast.AST) -> str | None:
+        return names.dotted(expr, self.imports)
+
+    def calls(self, predicate) -> list[Event]:
+        return [e for e in self.events if e.kind == "call" and predicate(e.name)]
+
+    def taken_in_turn(self, event: Event) -> bool:
+        """Whether the ranks make this call one at a time: through in_turn, or in a loop over the ranks whose
+        every turn ends in a barrier (`for r in range(world): if r == rank: ...; dist.barrier()`)."""
+        if event.serialized:
+            return True
+        barriers = self.calls(names.is_barrier)
+        for loop in event.loops:
+            inside = {id(node) for node in ast.walk(loop)}
+            turns = {id(g.node) for g in event.guards
+                     if id(g.node) in inside and g.positive and is_turn(g.node.test, event.env)}
+            for barrier in barriers:
+                if turns and loop in barrier.loops and not turns & {id(g.node) for g in barrier.guards}:
+                    return True
+        return False
+
+    def is_ddp(self) -> bool:
+        """Whether the script runs as DDP ranks: it wraps in DistributedDataParallel or starts a process group."""
+        return bool(self.calls(lambda n: names.is_ddp(n) or names.is_dist(n, "init_process_group")
+                               or names.is_training(n, "wrap_ddp") or names.is_training(n, "start")))
+
+
+def _terminates(body: list[ast.stmt], imports: dict[str, str]) -> bool:
+    last = body[-1] if body else None
+    if isinstance(last, EXITS):
+        return True
+    return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
+        and names.is_exit(names.dotted(last.value.func, imports))
+
+
+class _Walker:
+    def __init__(self, flow: Flow):
+        self.flow = flow
+        self.visited: set[ast.AST] = set()
+
+    # statements -------------------------------------------------------------------------------------------------
+    def block(self, body: list[ast.stmt], ctx: Ctx, env: Env) -> Env:
+        for stmt in body:
+            env = self.statement(stmt, ctx, env)
+            if isinstance(stmt, ast.If) and not stmt.orelse and _terminates(stmt.body, self.flow.imports):
+                ctx = replace(ctx, guards=ctx.guards + (Guard(stmt, False, meaning(stmt.test, False, env)),))
+        return env
+
+    def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            env.names[stmt.name] = Binding(stmt, env)
+        elif isinstance(stmt, ast.Expr):
+            self.expr(stmt.value, ctx, env)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            self.expr(stmt.value, ctx, env)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                self.bind(target, stmt.value, ctx, env, augmented=isinstance(stmt, ast.AugAssign))
+        elif isinstance(stmt, ast.If):
+            return self.branch(stmt, ctx, env)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            self.expr(stmt.iter if isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt.test, ctx, env)
+            if not isinstance(stmt, ast.While):
+                self.bind(stmt.target, None, ctx, env)
+                if isinstance(stmt.target, ast.Name) and isinstance(stmt.iter, (ast.Tuple, ast.List)):
+                    env.names[stmt.target.id] = Binding(None, alts=tuple(Binding(e, env) for e in stmt.iter.elts))
+            env = self.block(stmt.body, replace(ctx, loops=ctx.loops + (stmt,)), env)
+            env = self.block(stmt.orelse, ctx, env)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self.expr(item.context_expr, ctx, env)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, None, ctx, env)
+            env = self.block(stmt.body, ctx, env)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            env = self.block(stmt.body, ctx, env)
+            for handler in stmt.handlers:
+                env = self.block(handler.body, ctx, env)
+            env = self.block(stmt.orelse, ctx, env)
+            env = self.block(stmt.finalbody, ctx, env)
+        elif isinstance(stmt, ast.Match):
+            self.expr(stmt.subject, ctx, env)
+            for case in stmt.cases:
+                env = self.block(case.body, ctx, env)
+        elif isinstance(stmt, ast.Return):
+            self.expr(stmt.value, ctx, env)
+            self.emit("return", None, stmt, ctx, env)
+        elif isinstance(stmt, ast.Raise):
+            self.expr(stmt.exc, ctx, env)
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            if isinstance(exc, ast.Name) and exc.id == "SystemExit":
+                self.emit("exit", "SystemExit", stmt, ctx, env)
+        elif isinstance(stmt, ast.Break):
+            self.emit("break", None, stmt, ctx, env)
+        return env
+
+    def branch(self, stmt: ast.If, ctx: Ctx, env: Env) -> Env:
+        self.expr(stmt.test, ctx, env)
+        yes = Guard(stmt, True, meaning(stmt.test, True, env))
+        no = Guard(stmt, False, meaning(stmt.test, False, env))
+        after_yes = self.block(stmt.body, replace(ctx, guards=ctx.guards + (yes,)), env.copy())
+        after_no = self.block(stmt.orelse, replace(ctx, guards=ctx.guards + (no,)), env.copy())
+        if _terminates(stmt.body, self.flow.imports):
+            return after_no
+        if stmt.orelse and _terminates(stmt.orelse, self.flow.imports):
+            return after_yes
+        return after_yes.merge(after_no)
+
+    def bind(self, target: ast.AST, value: ast.AST | None, ctx: Ctx, env: Env, augmented: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            env.names[target.id] = Binding(None if augmented else value, env)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for index, element in enumerate(target.elts):
+                if isinstance(element, ast.Name):
+                    env.names[element.id] = Binding(value, env, index=index)
+        elif isinstance(target, ast.Attribute):
+            self.emit("assign", self.flow.name_of(target), target, ctx, env)
+
+    # expressions ------------------------------------------------------------------------------------------------
+    def expr(self, node: ast.AST | None, ctx: Ctx, env: Env) -> None:
+        if node is None or isinstance(node, ast.Lambda):
+            return  # a lambda's body runs only when it is called
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute):
+                self.expr(node.func.value, ctx, env)
+            elif not isinstance(node.func, ast.Name):
+                self.expr(node.func, ctx, env)
+            for arg in node.args:
+                self.expr(arg, ctx, env)
+            for keyword in node.keywords:
+                self.expr(keyword.value, ctx, env)
+            self.call(node, ctx, env)
+            return
+        for child in ast.iter_child_nodes(node):
+            self.expr(child, ctx, env)
+
+    def call(self, node: ast.Call, ctx: Ctx, env: Env) -> None:
+        local = function_of(node.func, env)
+        if local is not None:
+            self.emit("call", getattr(local[0], "name", "<lambda>"), node, ctx, env)
+            self.enter(local, node.args, node.keywords, ctx, env)
+            return
+        name = self.flow.name_of(node.func)
+        held = [self.flow.name_of(value) for value, _scope in candidates(node.func, env)
+                if value is not node.func and isinstance(value, (ast.Name, ast.Attribute))]
+        if isinstance(node.func, ast.Name) and held:  # a name holding a callable: end(run) with end=pt.end_generation
+            name = held[0]
+            for other in held[1:]:
+                self.emit("call", other, node, ctx, env)
+        self.emit("call", name, node, ctx, env)
+        if self.writes_marker(node, name, env):
+            self.emit("marker", name, node, ctx, env)
+        serial = names.is_training(name, "in_turn")
+        for arg in node.args + [k.value for k in node.keywords]:
+            handed = function_of(arg, env)
+            if handed is not None:  # a callable handed to code we cannot see into: assume it is called there
+                self.enter(handed, [], [], replace(ctx, serialized=ctx.serialized or serial), env)
+
+    def enter(self, local, args, keywords, ctx: Ctx, env: Env) -> None:
+        function, closure = local
+        if function in ctx.stack or len(ctx.stack) >= MAX_DEPTH:
+            return
+        self.visited.add(function)
+        scope = bind_call(function, list(args), list(keywords), env, closure)
+        inner = replace(ctx, stack=ctx.stack + (function,))
+        if isinstance(function, ast.Lambda):
+            self.expr(function.body, inner, scope)
+        else:
+            self.block(function.body, inner, scope)
+
+    def writes_marker(self, node: ast.Call, name: str | None, env: Env) -> bool:
+        last = names.tail(name)
+        if last == "open":
+            mode = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "mode"), None)
+            if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax")):
+                return False
+            return bool(node.args) and self.mentions_marker(node.args[0], env)
+        if last in ("touch", "write_text", "write_bytes") and isinstance(node.func, ast.Attribute):
+            return self.mentions_marker(node.func.value, env)
+        if last in ("replace", "rename", "move", "copy", "copyfile") and len(node.args) > 1:
+            return self.mentions_marker(node.args[1], env)
+        return False
+
+    def mentions_marker(self, expr: ast.AST, env: Env | None, depth: int = 0) -> bool:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and MARKER in node.value:
+                return True
+            if isinstance(node, ast.Name) and depth < 4:
+                for value, scope in candidates(node, env):
+                    if value is not node and self.mentions_marker(value, scope, depth + 1):
+                        return True
+        return False
+
+    def emit(self, kind: str, name: str | None, node: ast.AST, ctx: Ctx, env: Env) -> None:
+        self.flow.events.append(Event(len(self.flow.events), kind, name, node, ctx.guards, ctx.loops,
+                                      ctx.serialized, len(ctx.stack), env.snapshot()))
+
+
+def walk(tree: ast.Module) -> Flow:
+    """The events of one process running the script, top level first, then functions nothing reached."""
+    flow = Flow(tree, names.import_map(tree), options=argparse_defaults(tree))
+    flow.strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    walker = _Walker(flow)
+    module = Env()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            module.names[stmt.name] = Binding(stmt, module)
+    walker.block(tree.body, Ctx(), module)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt not in walker.visited:
+            walker.enter((stmt, module), [], [], Ctx(), module)
+    return flow

@@ -1,0 +1,299 @@
+"""Helpers for a PerforatedAI training script run by pai-launch (or torchrun): the DDP pattern, race-free.
+
+Every call is safe in all three ways a script runs: the init run (--perforate_model_parallel, one process, no
+process group), a DDP generation, and DataParallel. examples/train_pai_ddp.py uses each of them.
+
+Only the standard library is imported here; torch and perforatedai are imported on first use, and nothing of
+the supervisor is, so a worker imports this module for free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import struct
+import sys
+import warnings
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+T = TypeVar("T")
+
+MARKER = ".training_complete"
+_SWITCH_NAME = re.compile(r"^switch_(\d+)\.pt$")
+#: A safetensors header larger than this is not a real one (safetensors itself caps it at 100 MB).
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Run:
+    """Where this process stands: DDP or not, its rank among `world`, its device, and whether it is the init run."""
+
+    distributed: bool
+    rank: int
+    world: int
+    local_rank: int
+    device: "torch.device"
+    init_run: bool
+
+
+def _say(run: Run, line: str) -> None:
+    """One line on stdout from rank 0, in one write (the ranks share stdout)."""
+    if run.rank == 0:
+        print(line + "\n", end="", flush=True)
+
+
+def _gpa():
+    from perforatedai import globals_perforatedai as GPA
+
+    return GPA
+
+
+def _upa():
+    from perforatedai import utils_perforatedai as UPA
+
+    return UPA
+
+
+def start(init_run: bool, backend: str | None = None) -> Run:
+    """The process's Run. `init_run` is the script's --perforate_model_parallel. Under torchrun or pai-launch
+    (WORLD_SIZE set) and not in the init run, the process group is started: nccl on CUDA (the device taken
+    from LOCAL_RANK), gloo on CPU, or `backend`."""
+    import torch
+
+    if init_run or "WORLD_SIZE" not in os.environ:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return Run(False, 0, 1, 0, device, init_run)
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK") or 0)
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group(backend or ("nccl" if device.type == "cuda" else "gloo"))
+    return Run(True, dist.get_rank(), dist.get_world_size(), local_rank, device, False)
+
+
+def configure_without_prompts(**settings: Any) -> None:
+    """No terminal UI, no pdb.set_trace() and no per-epoch chatter from PerforatedAI; call before
+    perforate_model. Each extra `name=value` is passed on as GPA.pc.set_<name>(value)."""
+    pc = _gpa().pc
+    pc.set_configuration_confirmed(True)
+    pc.set_unwrapped_modules_confirmed(True)
+    pc.set_weight_decay_accepted(True)
+    pc.set_silent(True)
+    for name, value in settings.items():
+        setter = getattr(pc, f"set_{name}", None)
+        if not callable(setter):
+            raise TypeError(f"perforatedai has no setting {name!r} (no GPA.pc.set_{name})")
+        setter(value)
+
+
+def in_turn(run: Run, fn: Callable[[], T]) -> T:
+    """fn() on one rank at a time, rank 0 first, with a barrier after each turn; this rank's result.
+    For PerforatedAI calls that write files other ranks read."""
+    if not run.distributed:
+        return fn()
+    import torch.distributed as dist
+
+    result: Any = None
+    for turn in range(run.world):
+        if turn == run.rank:
+            result = fn()
+        dist.barrier()
+    return result
+
+
+def perforate_model(run: Run, model, **kwargs):
+    """UPA.perforate_model(model, **kwargs), one rank at a time: every rank rewrites SAVE/<save>_config.json,
+    which the others read. The model stays where it is: move it to run.device."""
+    return in_turn(run, lambda: _upa().perforate_model(model, **kwargs))
+
+
+def _safetensors_whole(path: str) -> bool:
+    """A complete safetensors file: header length, a JSON header, and tensors that cover the data exactly."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            raw = handle.read(8)
+            if len(raw) < 8:
+                return False
+            (header_len,) = struct.unpack("<Q", raw)
+            if header_len > _MAX_HEADER or 8 + header_len > size:
+                return False
+            header = json.loads(handle.read(header_len))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(header, dict):
+        return False
+    data_len, end_max = size - 8 - header_len, 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+            return False
+        if not 0 <= offsets[0] <= offsets[1] <= data_len:
+            return False
+        end_max = max(end_max, offsets[1])
+    return end_max == data_len
+
+
+def _whole(path: str) -> bool:
+    """PerforatedAI writes safetensors; with set_using_safe_tensors(False), torch.save zip archives."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(4) != b"PK\x03\x04":
+                return _safetensors_whole(path)
+        with zipfile.ZipFile(path) as archive:
+            return bool(archive.infolist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def _switches(folder) -> list[tuple[int, str]]:
+    """(N, name) of every switch_N.pt in folder, newest (highest N) first."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = [(int(m.group(1)), m.group(0)) for m in map(_SWITCH_NAME.match, names) if m]
+    return sorted(found, reverse=True)
+
+
+def newest_switch(folder) -> str | None:
+    """The name ("switch_N") of the newest whole switch_N.pt in folder; a torn one is skipped for the one
+    before. None when there is none (or folder is None)."""
+    if folder is None:
+        return None
+    for number, name in _switches(folder):
+        if _whole(os.path.join(folder, name)):
+            return f"switch_{number}"
+    return None
+
+
+def load_newest(run: Run, model, folder):
+    """The model loaded from the newest whole switch_N.pt in `folder` (UPA.load_system) on run.device, or the
+    model unchanged when `folder` is None or holds none. Under DDP rank 0 chooses and every rank loads that one."""
+    if folder is None:
+        _say(run, "No --pai_load_folder: starting from the beginning")
+        return model
+    name = newest_switch(folder)
+    if run.distributed:
+        import torch.distributed as dist
+
+        chosen = [name]
+        dist.broadcast_object_list(chosen, src=0)
+        name = chosen[0]
+    if name is None:
+        _say(run, f"No valid switch_N.pt in {folder}: starting from the beginning")
+        return model
+    skipped = [n for number, n in _switches(folder) if number > int(name[len("switch_"):])]
+    if skipped:
+        _say(run, f"Skipped incomplete {', '.join(skipped)} in {folder}")
+    model = _upa().load_system(model, str(folder), name, True).to(run.device)
+    _say(run, f"Loaded PAI state from {folder}/{name}.pt")
+    return model
+
+
+def wrap_ddp(run: Run, model):
+    """DDP with the flags PerforatedAI needs (unused parameters; no buffer broadcast: its tracker buffer's length
+    differs per rank); DataParallel when not distributed; the model itself in the init run."""
+    if run.init_run:
+        return model
+    import torch.nn as nn
+
+    if not run.distributed:
+        return nn.DataParallel(model)
+    with warnings.catch_warnings():  # torch's advice to use forward_sync_buffers, which syncs buffers at init
+        warnings.filterwarnings("ignore", message="`broadcast_buffers` is deprecated")
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=[run.device.index] if run.device.type == "cuda" else None,
+            find_unused_parameters=True, broadcast_buffers=False)
+
+
+def zero_missing_grads(model) -> None:
+    """A zero gradient for every trainable parameter without one: DDP's allreduce needs them all.
+    Call after optimizer.zero_grad(), before backward."""
+    import torch
+
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+
+
+def init_run_done(run: Run) -> NoReturn:
+    """End the init run: save PerforatedAI's tracker settings (SAVE/array_dims.csv), exit 0."""
+    _gpa().pai_tracker.save_tracker_settings()
+    _say(run, "PAI settings saved; now train without --perforate_model_parallel")
+    sys.exit(0)
+
+
+def _unwrapped(model):
+    import torch.nn as nn
+
+    if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+        return model.module
+    return model
+
+
+def add_validation_score(run: Run, score: float, model):
+    """GPA.pai_tracker.add_validation_score on every rank with rank 0's score (so the trackers stay in step), one
+    rank at a time, rank 0 first (at a switch every rank reads SAVE/best_model.pt, which rank 0 writes).
+    `model` may be DDP/DataParallel-wrapped. Returns (net on run.device, restructured, training_complete);
+    check training_complete first: restructured is True as well at the end."""
+    if run.distributed:
+        import torch
+        import torch.distributed as dist
+
+        on = run.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        value = torch.tensor([float(score)], dtype=torch.float64, device=on)
+        dist.broadcast(value, src=0)
+        score = value.item()
+    net = _unwrapped(model)
+    net, restructured, complete = in_turn(run, lambda: _gpa().pai_tracker.add_validation_score(score, net))
+    return net.to(run.device), bool(restructured), bool(complete)
+
+
+def mark_complete(run: Run, save, why: str = "complete") -> None:
+    """Rank 0 writes SAVE/.training_complete (the launcher's sign that training is done), atomically."""
+    if run.rank != 0:
+        return
+    save = os.fspath(save)
+    os.makedirs(save, exist_ok=True)
+    temp = os.path.join(save, f"{MARKER}.{os.getpid()}.tmp")
+    try:
+        with open(temp, "w") as handle:
+            handle.write(why + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, os.path.join(save, MARKER))
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+    with contextlib.suppress(OSError):  # the rename itself durable too
+        folder = os.open(save, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
+def end_generation(run: Run) -> NoReturn:
+    """Exit 0 once every rank is done with PerforatedAI's files (barrier, destroy_process_group under DDP)."""
+    if run.distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    sys.exit(0)
