@@ -32,8 +32,10 @@ class RunMetrics:
         self.info = Info("pai_launch_run", "The run: id, script, save folder", registry=registry)
         self.generation = Gauge("pai_launch_generation", "The current (or last) generation; 0 is the init run",
                                 registry=registry)
-        self.dendrites = Gauge("pai_launch_dendrites", "Dendrite additions saved so far (distinct SAVE/switch_N.pt files)",
+        self.dendrites = Gauge("pai_launch_dendrites", "Dendrites added so far (as pai-launch status counts them)",
                                registry=registry)
+        self.best = Gauge("pai_launch_best_score", "The best validation score so far (NaN until PerforatedAI's "
+                          "Scores.csv has one)", registry=registry)
         self.failures = Counter("pai_launch_generation_failures", "Generations that failed", registry=registry)
         self.restarts = Counter("pai_launch_restarts", "Generations started after another one ended", registry=registry)
         self.consecutive = Gauge("pai_launch_consecutive_failures", "Failed generations in a row without progress",
@@ -110,8 +112,12 @@ class RunMetrics:
         self._refresh_folder()
 
     def _refresh_folder(self) -> None:
+        from pai_launch.runviews import folder_facts
+
         folder = self._save_dir()
-        self.dendrites.set(len(savedir.snapshot_switches(folder)))
+        dendrites, best = folder_facts(folder)
+        self.dendrites.set(dendrites)
+        self.best.set(float("nan") if best is None else best)
         self.complete.set(1 if savedir.marker_mtime(folder) is not None else 0)
 
     # --- serving ---------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def test_a_live_run_serves_its_metrics_on_localhost(scene):
     assert samples[("pai_launch_restarts_total", ())] == 2
     assert samples[("pai_launch_restart_gap_seconds_count", ())] == 2
     assert samples[("pai_launch_generation_duration_seconds_count", ())] == 2
-    assert samples[("pai_launch_dendrites", ())] == 1  # generation 2 wrote switch_4.pt
+    assert samples[("pai_launch_dendrites", ())] == 2  # generation 2 wrote switch_4.pt: N/2, as status counts
     assert samples[("pai_launch_training_complete", ())] == 0
     assert samples[("pai_launch_last_worker_exit_code", (("rank", "0"),))] == 0
     assert samples[("pai_launch_last_worker_exit_code", (("rank", "1"),))] == 0

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
 from pai_launch.metrics import RunMetrics
@@ -78,3 +81,15 @@ def test_training_complete_follows_the_marker(metrics):
 def test_a_broken_event_never_breaks_logging(metrics):
     event = {"event": "generation_started"}  # no generation: observe raises inside
     assert metrics(None, "info", event) is event
+
+
+def test_dendrites_and_the_best_score_come_from_perforatedais_files_as_status_reads_them(metrics):
+    metrics.observe({"event": "run_started", "generation": 0})
+    assert math.isnan(value(metrics, "pai_launch_best_score")), "no score yet"
+    (metrics.save / "PAI_config.json").write_text(json.dumps({"maximizing_score": False}))
+    (metrics.save / "PAIScores.csv").write_text("Epochs,Validation Scores\n0,1.25\n1,0.79\n2,0.91\n")
+    (metrics.save / "PAIparam_counts.csv").write_text("Switch Number,Param Count\n0,612\n1,1260\n2,2016\n")
+    metrics.observe({"event": "generation_ended", "generation": 1, "duration_s": 3.0, "switch_files": [], "complete": False})
+
+    assert value(metrics, "pai_launch_best_score") == 0.79
+    assert value(metrics, "pai_launch_dendrites") == 2
