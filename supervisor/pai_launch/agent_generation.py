@@ -153,7 +153,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
 
         records = os.path.join(request.log_dir, "workers")
         entrypoint, args = warmentry.run_script, (pool.worker_spec(request, records),)
-        watch_from = {"parent": pool.server_pid, "records": records}
+        watch_from = {"parent": pool.server_pid, "records": records, "exits": pool.exits}
     else:
         entrypoint = request.python
         args = tuple(procs.dies_with_parent((request.python, *request.args), python=request.python)[1:])

@@ -1,8 +1,9 @@
 """Imported last by the agent's forkserver, after the preloaded modules; and the self-check's probe.
 
 On import, in the server: die with the agent (SIGKILL when the agent's main thread, which started the server, is
-gone; the workers die with the server in turn), ignore SIGUSR1/2 (meant for the workers), then move everything preloaded into the garbage collector's permanent
-generation, so that forked workers do not touch (and copy) those pages when they collect.
+gone; the workers die with the server in turn), ignore SIGUSR1/2 (meant for the workers), record each worker's exit status as the server reaps it, then move
+everything preloaded into the garbage collector's permanent generation, so that forked workers do not touch (and
+copy) those pages when they collect.
 
 `probe` runs in one forked child before any worker: it reports whether that fork is usable.
 """
@@ -18,6 +19,10 @@ import threading
 
 #: Set by the agent in the server's environment: the pid the server must be a child of.
 PARENT_ENV = "PAI_LAUNCH_FORKSERVER_PARENT"
+#: Set by the agent: the folder where the server writes each reaped worker's exit status, EXITS/<pid>.
+EXITS_ENV = "PAI_LAUNCH_FORKSERVER_EXITS"
+#: os.waitpid as it was before the server wrapped it (each worker puts it back: warmentry).
+REAL_WAITPID = os.waitpid
 #: Threads running in the server once the preload is done (a fork copies none of them: a module that needs its
 #: threads would be broken in every worker). Set on import in the server; inherited by each fork.
 SERVER_THREADS = 0
@@ -37,10 +42,32 @@ def _arm() -> None:
     # Each worker puts the default back (warmentry).
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, signal.SIG_IGN)
+    if os.environ.get(EXITS_ENV):
+        record_exits(os.environ[EXITS_ENV])
     global SERVER_THREADS
     SERVER_THREADS = threading.active_count()
     gc.collect()
     gc.freeze()
+
+
+def record_exits(folder: str) -> None:
+    """Make this process's os.waitpid write each reaped child's Popen-style exit status to FOLDER/<pid>.
+
+    The server reaps every worker (multiprocessing's forkserver loop calls os.waitpid), so it alone learns how a
+    worker that was killed died; a killed worker writes no record of its own. The agent's worker watch reads it."""
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        found = REAL_WAITPID(pid, options)
+        if found[0] > 0:
+            try:
+                path = os.path.join(folder, str(found[0]))
+                with open(path + ".tmp", "w") as handle:
+                    handle.write(str(os.waitstatus_to_exitcode(found[1])))
+                os.replace(path + ".tmp", path)
+            except (OSError, ValueError):
+                pass  # the agent then relies on torch for that worker's status
+        return found
+
+    os.waitpid = waitpid
 
 
 def probe(path: str, preload: list[str]) -> None:

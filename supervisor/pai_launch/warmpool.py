@@ -47,6 +47,11 @@ class WarmPool:
     #: Modules asked for but not importable (the server skips them).
     missing: tuple[str, ...] = ()
 
+    @property
+    def exits(self) -> str | None:
+        """Where the server writes each reaped worker's exit status (forkprep.record_exits)."""
+        return os.environ.get(forkprep.EXITS_ENV)
+
     def ensure(self) -> tuple[bool, str | None]:
         """Before each generation, in the main thread: a server that died is started again and checked again.
 
@@ -106,8 +111,9 @@ class WarmPool:
 
 def start(preload: tuple[str, ...], cold_path: tuple[str, ...]) -> tuple[WarmPool | None, str]:
     """A checked forkserver, or (None, why not). Call from the agent's main thread."""
-    added = {forkprep.PARENT_ENV} | (set() if NVML_CHECK_ENV in os.environ else {NVML_CHECK_ENV})
+    added = {forkprep.PARENT_ENV, forkprep.EXITS_ENV} | (set() if NVML_CHECK_ENV in os.environ else {NVML_CHECK_ENV})
     os.environ[forkprep.PARENT_ENV] = str(os.getpid())
+    os.environ[forkprep.EXITS_ENV] = tempfile.mkdtemp(prefix="exits-")  # in the run's temp folder, removed with it
     os.environ.setdefault(NVML_CHECK_ENV, "1")
     attempts = [tuple(preload)]
     safe = tuple(name for name in preload if name in SAFE_PRELOAD)

@@ -4,7 +4,8 @@ torch's elastic agent learns of a worker's exit by polling and then spends a whi
 teardown (exit barrier, rendezvous shutdown). A cold worker is the agent's child: waitid(WNOWAIT)
 sees each exit at once without reaping the process, so torch's Popen still gets the status. A warm
 worker is the forkserver's child: a pidfd shows its exit, and the worker's own record (warmentry)
-its rank and exit code. Once every worker has exited the agent can report.
+its rank and exit code; for one killed before it could write its end, the forkserver records the
+status as it reaps it (forkprep). Once every worker has exited the agent can report.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 import psutil
 
 DISCOVERY_INTERVAL = 0.02
+#: How long a killed warm worker's status may take to reach EXITS/<pid> (the forkserver reaps it on SIGCHLD).
+SERVER_STATUS_WAIT = 2.0
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,13 @@ class WorkerWatch:
     """
 
     def __init__(self, nproc: int, on_all_exited: Callable[[list[WorkerExit]], None], *, parent: int | None = None,
-                 records: str | None = None) -> None:
+                 records: str | None = None, exits: str | None = None) -> None:
         """Cold: the workers are this process's children. Warm: `parent` (the forkserver) forks them and each writes
-        RECORDS/<pid>.json."""
+        RECORDS/<pid>.json; the server writes EXITS/<pid> with the status of each one it reaped."""
         self._nproc = nproc
         self._parent = parent
         self._records = records
+        self._exits = exits
         self._on_all_exited = on_all_exited
         self._lock = threading.Lock()
         self._watched: set[int] = set()
@@ -128,6 +132,8 @@ class WorkerWatch:
             fd: int | None = os.pidfd_open(pid)
         except OSError:
             fd = None  # gone already: its record says how, if it could write one
+        if fd is not None:
+            self._forget_server_status(pid)  # it runs: a status under its pid is an earlier worker's
         try:
             record = self._record(pid, lambda r: r.get("rank") is not None, timeout=5.0)
             if record is not None:
@@ -141,10 +147,42 @@ class WorkerWatch:
         if fd is not None:
             self._seen_at.setdefault(pid, at)
         record = self._record(pid, lambda r: "exit" in r, timeout=0.0)
-        if record is None or record.get("rank") is None:
-            return  # killed (no record of its end): torch reports its status
+        if record is None:  # killed (no record of its end): the server that reaped it knows how it died
+            record = self._record(pid, lambda r: r.get("rank") is not None, timeout=0.0)
+            status = self._server_status(pid) if record is not None else None
+            if status is None:
+                return  # torch reports its status
+            record = {**record, "exit": status}
+        if record.get("rank") is None:
+            return
         rank, local = int(record["rank"]), record.get("local_rank")
         self._exited(WorkerExit(pid, rank, int(record["exit"]), at, int(local) if str(local).isdigit() else rank))
+
+    def _server_status(self, pid: int, timeout: float = SERVER_STATUS_WAIT) -> int | None:
+        """The exit status the forkserver recorded when it reaped `pid` (it reaps on SIGCHLD, a moment after the
+        exit); None when there is none in time."""
+        if self._exits is None:
+            return None
+        path = os.path.join(self._exits, str(pid))
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(path) as handle:
+                    text = handle.read().strip()
+                if text.lstrip("-").isdigit():
+                    return int(text)
+            except OSError:
+                pass
+            if time.monotonic() >= deadline or self._done.is_set():
+                return None
+            time.sleep(0.005)
+
+    def _forget_server_status(self, pid: int) -> None:
+        if self._exits is not None:
+            try:
+                os.unlink(os.path.join(self._exits, str(pid)))
+            except OSError:
+                pass
 
     def _record(self, pid: int, ready: Callable[[dict], bool], timeout: float) -> dict | None:
         assert self._records is not None

@@ -232,3 +232,59 @@ def test_a_warm_worker_killed_before_writing_its_end_still_has_its_exit_moment_a
     assert killed.pid not in watch.exits and calls == [], "without its status the watch leaves the report to torch"
     assert watch.exit_time(killed.pid) < watch.exit_time(ended.pid)
     assert watch.exits[ended.pid].returncode == 1 and watch.exits[ended.pid].rank == 1
+
+
+def test_a_killed_warm_workers_status_comes_from_what_the_forkserver_recorded_as_it_reaped_it(tmp_path):
+    """With the server's exit statuses (forkprep.record_exits), the watch names a killed warm worker's signal and
+    reports every exit itself, in the order they were seen: the root cause does not depend on torch."""
+    records, exits = tmp_path / "workers", tmp_path / "exits"
+    records.mkdir()
+    exits.mkdir()
+    calls: list[list[WorkerExit]] = []
+    killed, ended = start_child(None, "signal", signal.SIGKILL), start_child(None, "exit", 1)
+    (exits / str(killed.pid)).write_text("-15")  # an earlier worker's, under a pid reused: forgotten once it runs
+    watch = WorkerWatch(2, calls.append, parent=os.getpid(), records=str(records), exits=str(exits))
+    try:
+        for rank, child in enumerate((killed, ended)):
+            (records / f"{child.pid}.json").write_text(json.dumps({"rank": rank, "local_rank": rank}))
+        wait_until(lambda: watch.ranks == {killed.pid: 0, ended.pid: 1}, 20, message="the watch to read both records")
+        wait_until(lambda: not (exits / str(killed.pid)).exists(), 20, message="the stale status to be forgotten")
+        release(killed)
+        status = killed.wait(10)  # this test stands in for the server: it reaps and records
+        (exits / str(killed.pid)).write_text(str(status))
+        wait_until(lambda: killed.pid in watch.exits, 20, message="the killed worker's exit with its status")
+        (records / f"{ended.pid}.json").write_text(json.dumps({"rank": 1, "local_rank": 1, "exit": 1}))
+        release(ended)
+        assert ended.wait(10) == 1
+        wait_until(lambda: calls, 20, message="the watch's callback")
+    finally:
+        watch.stop()
+        clean_up([killed, ended])
+
+    assert [(e.rank, e.returncode) for e in calls[0]] == [(0, -signal.SIGKILL), (1, 1)]
+
+
+def test_the_forkserver_records_each_reaped_childs_status(tmp_path):
+    """forkprep.record_exits in a process of its own: os.waitpid, as multiprocessing's forkserver loop calls it,
+    writes EXITS/<pid> for a child that was killed and for one that exited."""
+    script = (
+        "import os, signal, sys\n"
+        "from pai_launch import forkprep\n"
+        f"forkprep.record_exits({str(tmp_path)!r})\n"
+        "pids = []\n"
+        "for how in ('kill', 'exit'):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL) if how == 'kill' else os._exit(7)\n"
+        "    pids.append(pid)\n"
+        "for pid in pids:\n"
+        "    os.waitpid(pid, 0)\n"
+        "assert os.waitpid is not forkprep.REAL_WAITPID\n"
+        "print(*pids)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    killed, exited = done.stdout.split()
+    assert (tmp_path / killed).read_text() == str(-signal.SIGKILL)
+    assert (tmp_path / exited).read_text() == "7"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([killed, exited]), "no temp file left"
