@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import os
+
 import psutil
 import pytest
 
@@ -64,3 +66,40 @@ def no_orphans(request: pytest.FixtureRequest):
         psutil.wait_procs(left, timeout=2)
         _reap_new_zombies(before)
         pytest.fail(f"processes outlived the test by {ORPHAN_WAIT_S} s: {names}", pytrace=False)
+
+
+# --- tiers that did not run -------------------------------------------------------------------------
+#: PAI_LAUNCH_ALL_TIERS=1 (.ci/run sets it): a skipped test is a failure, so no tier can quietly not run.
+ALL_TIERS_ENV = "PAI_LAUNCH_ALL_TIERS"
+
+
+def _tier(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.skipped and os.environ.get(ALL_TIERS_ENV) == "1" and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but {ALL_TIERS_ENV}=1 requires every tier to run: {_skip_reason(report)}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    """One line per tier that had tests skipped, with the reasons, just above pytest's own summary line."""
+    by_tier: dict[str, dict[str, int]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reasons = by_tier.setdefault(_tier(report.nodeid), {})
+        reason = _skip_reason(report)
+        reasons[reason] = reasons.get(reason, 0) + 1
+    for tier, reasons in sorted(by_tier.items()):
+        said = "; ".join(f"{count} skipped: {reason}" for reason, count in reasons.items())
+        terminalreporter.write_line(f"tier {tier} did not fully run: {said}", yellow=True)

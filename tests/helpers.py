@@ -30,6 +30,9 @@ from pai_launch.status_events import parse_lines
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAKE_TRAINER = TESTS / "fake_trainer.py"
+#: The interpreter that runs pai-launch in the process tiers: this one, or PAI_TEST_PYTHON's (another venv's, with
+#: another torch or Python: tests/compat runs tiers that way).
+PYTHON = os.environ.get("PAI_TEST_PYTHON") or sys.executable
 
 T = TypeVar("T")
 #: prctl(2) option: orphaned descendants re-parent to this process instead of PID 1.
@@ -251,7 +254,7 @@ def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str,
     stdout_path, stderr_path = io_dir / f"{name}.stdout", io_dir / f"{name}.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         popen = subprocess.Popen(
-            [*prefix, sys.executable, *entry, *args],
+            [*prefix, PYTHON, *entry, *args],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=new_session,
         )
     return launch_class(popen, stdout_path, stderr_path)

@@ -79,6 +79,10 @@ class Output:
                 pass
 
     def ready(self, **facts) -> None:
+        """The agent's account of itself, with the torch and Python it runs (torch is imported by now)."""
+        torch = sys.modules.get("torch")
+        facts.setdefault("torch", getattr(torch, "__version__", None))
+        facts.setdefault("python", ".".join(map(str, sys.version_info[:3])))
         self._line((json.dumps({"ready": facts}) + "\n").encode())
 
     def joined(self, generation_: int, failures: int) -> None:

@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 
-from pai_launch import nodeagent, procs
+from pai_launch import nodeagent, procs, torchcompat
 from pai_launch.crossnode import stopped_by_launcher
 from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
 from pai_launch.relay import LogRelay
@@ -123,7 +123,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
     """Run one generation and send its result through `out` (agent.Output); `pool` (warmpool.WarmPool) for warm workers."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    from torch.distributed.launcher.api import elastic_launch
 
     os.environ.update(request.env)
     labels = _RankLabels(request)
@@ -139,17 +139,22 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
         node = nodeagent.NodeGeneration(request, link, generation)
         config = nodeagent.launch_config(request, generation, start_method)
     else:
-        config = LaunchConfig(
+        config = torchcompat.launch_config(dict(
             min_nodes=1, max_nodes=1, nproc_per_node=request.nproc, run_id=request.elastic_run_id,
             rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
             logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
             shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
-        )
+        ))
     if pool is not None:
         from pai_launch import warmentry
 
-        # What torch's launcher puts in its own environment before it starts workers, and so a cold worker sees.
-        os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = config.signals_to_handle
+        # What torch's launcher puts in its own environment before it starts workers, and so a cold worker sees
+        # (a torch without the option puts nothing there).
+        handled = torchcompat.signals_to_handle(config)
+        if handled is None:
+            os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
+        else:
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = handled
 
         records = os.path.join(request.log_dir, "workers")
         entrypoint, args = warmentry.run_script, (pool.worker_spec(request, records),)

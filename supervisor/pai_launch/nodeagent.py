@@ -16,7 +16,7 @@ import time
 
 import psutil
 
-from pai_launch import crossnode, savedir
+from pai_launch import crossnode, savedir, torchcompat
 from pai_launch.agent_store import connect
 from pai_launch.crossnode import JobStopped, Member, NodeOutcome, StoreLink, StoreLost
 from pai_launch.nodes import generation_rendezvous_id
@@ -276,11 +276,10 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
 
 def launch_config(request: GenerationRequest, generation: int, start_method: str = "spawn"):
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
-    from torch.distributed.launcher.api import LaunchConfig
 
     nodes = request.nodes
     assert nodes is not None
-    return LaunchConfig(
+    return torchcompat.launch_config(dict(
         min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes, nproc_per_node=request.nproc,
         run_id=generation_rendezvous_id(nodes.job_id, generation), rdzv_backend="c10d",
         rdzv_endpoint=f"{nodes.host}:{nodes.port}",
@@ -288,4 +287,4 @@ def launch_config(request: GenerationRequest, generation: int, start_method: str
         max_restarts=0, monitor_interval=0.1, local_addr=nodes.local_addr,
         logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
         shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
-    )
+    ))

@@ -100,11 +100,11 @@ class Observer:
             self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
         elif facts.get("warm"):
             self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts["preloaded"]),
-                          forkserver_pid=facts.get("forkserver"), took_s=facts.get("took_s"),
+                          forkserver_pid=facts.get("forkserver"), took_s=facts.get("took_s"), **_versions(facts),
                           **({"not_preloaded": ",".join(facts["missing"])} if facts.get("missing") else {}),
                           **({"fell_back": facts["why"]} if facts.get("why") else {}))
         elif facts.get("why") == "--cold":
-            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"))
+            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"), **_versions(facts))
         else:
             self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"),
                              hint="every worker starts as a fresh interpreter; --cold says so without the check")
@@ -147,3 +147,8 @@ class Observer:
             where = {} if first.node is None else {"node": first.node, "host": first.host}
             self.log.error("worker_log_tail", rank=first.rank, **where, tail=first.log_tail)
         return event
+
+
+def _versions(facts: dict) -> dict:
+    """The torch and Python the agent runs, as it reported them (an agent of an older pai-launch reports neither)."""
+    return {key: facts[key] for key in ("torch", "python") if facts.get(key)}

@@ -8,7 +8,9 @@ preload and, failing that, runs every worker as a fresh interpreter, saying why.
 
 perforatedai's import asks `torch.cuda.is_available()`, which on a CUDA build initialises the driver and poisons every
 later fork. The server therefore runs with torch's NVML-based availability check (PYTORCH_NVML_BASED_CUDA_CHECK=1),
-which counts devices without touching CUDA; the probe is the proof on each machine. Workers get the run's own
+which counts devices without touching CUDA; the probe is the proof on each machine. Without the NVIDIA driver (a
+CUDA build of torch on a CPU-only host) that check falls back to the CUDA runtime's count, which does touch CUDA; there
+nothing can use CUDA anyway, so the server alone runs with no visible devices. Workers get the run's own
 environment back (warmentry), so the setting stays in the server.
 """
 
@@ -29,6 +31,9 @@ SAFE_PRELOAD = ("torch", "torch.distributed")
 #: worker), kept only where the probe passes; skipped where it is not installed.
 DEFAULT_PRELOAD = (*SAFE_PRELOAD, "perforatedai.utils_perforatedai")
 NVML_CHECK_ENV = "PYTORCH_NVML_BASED_CUDA_CHECK"
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+#: The NVIDIA driver's libraries: where neither loads, no process on this machine can use CUDA.
+DRIVER_LIBRARIES = ("libnvidia-ml.so.1", "libcuda.so.1")
 PROBE_TIMEOUT = 120.0
 
 
@@ -100,7 +105,7 @@ class WarmPool:
         argv = args[1:] if unbuffered else args
         script = argv[0]
         path = list(self.cold_path)
-        if not sys.flags.safe_path:
+        if not getattr(sys.flags, "safe_path", False):  # -P / PYTHONSAFEPATH exist from Python 3.11 on
             path.insert(0, os.path.dirname(os.path.realpath(script)))
         # The agent's environment already holds the request's (and a multi-node join's generation number): exactly
         # what a cold worker inherits.
@@ -109,12 +114,30 @@ class WarmPool:
                 "argv": argv, "sys_path": path, "unbuffered": unbuffered, "records": records}
 
 
+def nvidia_driver_present(libraries: tuple[str, ...] = DRIVER_LIBRARIES) -> bool:
+    """Whether NVML or the CUDA driver library loads here (loading initialises neither)."""
+    import ctypes
+
+    for name in libraries:
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
+
+
 def start(preload: tuple[str, ...], cold_path: tuple[str, ...]) -> tuple[WarmPool | None, str]:
     """A checked forkserver, or (None, why not). Call from the agent's main thread."""
     added = {forkprep.PARENT_ENV, forkprep.EXITS_ENV} | (set() if NVML_CHECK_ENV in os.environ else {NVML_CHECK_ENV})
     os.environ[forkprep.PARENT_ENV] = str(os.getpid())
     os.environ[forkprep.EXITS_ENV] = tempfile.mkdtemp(prefix="exits-")  # in the run's temp folder, removed with it
     os.environ.setdefault(NVML_CHECK_ENV, "1")
+    if VISIBLE_DEVICES_ENV not in os.environ and not nvidia_driver_present():
+        # No driver: torch's NVML check fails and falls back to cudaGetDeviceCount, which poisons every fork. No
+        # process here can use CUDA, so the server alone sees no devices; workers get the run's environment back.
+        added.add(VISIBLE_DEVICES_ENV)
+        os.environ[VISIBLE_DEVICES_ENV] = ""
     attempts = [tuple(preload)]
     safe = tuple(name for name in preload if name in SAFE_PRELOAD)
     if safe and safe != tuple(preload):  # else nothing proven safe is left to fall back on: cold

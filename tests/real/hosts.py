@@ -3,6 +3,7 @@ both seeing the same file system (the shared save folder). Needs root and iprout
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -34,9 +35,16 @@ def remove() -> None:
         _ip("netns", "del", namespace, check=False)  # the veth pair goes with it
 
 
+def missing_tools() -> str:
+    """Why the two hosts cannot be made here ('' when they can)."""
+    if shutil.which("ip") is None or shutil.which("unshare") is None or os.geteuid() != 0:
+        return "two-host tests need root, iproute2's `ip` and util-linux's `unshare` (./scripts/test.sh installs them)"
+    return ""
+
+
 def create() -> tuple[Host, Host]:
-    if shutil.which("ip") is None or shutil.which("unshare") is None:
-        raise RuntimeError("two-host tests need iproute2's `ip` and util-linux's `unshare` (and root)")
+    if missing_tools():
+        raise RuntimeError(missing_tools())
     remove()
     for namespace in NAMESPACES:
         _ip("netns", "add", namespace)

@@ -3,12 +3,11 @@
 import json
 import os
 import subprocess
-import sys
 
 import psutil
 import pytest
 
-from tests.helpers import REPO, is_live, json_events
+from tests.helpers import PYTHON, REPO, is_live, json_events
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
@@ -17,7 +16,7 @@ EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 
 def run_pai_launch(tmp_path, *args, timeout):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "pai_launch", "--log-format", "json", *args], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([PYTHON, "-m", "pai_launch", "--log-format", "json", *args], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     seen: set[psutil.Process] = set()
     try:
@@ -75,6 +74,9 @@ def test_real_perforatedai_example_runs_to_completion_over_several_generations(e
     assert events[-1]["event"] == "run_finished" and events[-1]["exit_code"] == 0
     (ready,) = [e for e in events if e["event"] == "agent_ready"]
     assert ready["workers"] == mode and len({e["agent_pid"] for e in generations}) == 1
+    # The agent says which torch and Python it runs (tests/compat runs this file on other ones and names the torch).
+    assert ready["torch"].split("+")[0] == os.environ.get("PAI_TEST_EXPECT_TORCH", ready["torch"].split("+")[0])
+    assert ready["python"].count(".") == 2
     if mode == "warm":
         assert "perforatedai.utils_perforatedai" in ready["preloaded"].split(",")
     # Every generation's workers really trained: both ranks report epochs, and each generation ended on purpose.

@@ -22,6 +22,9 @@ ALLREDUCE = REPO / "tests" / "real" / "ddp_allreduce.py"
 
 @pytest.fixture(scope="module")
 def two_hosts():
+    missing = hosts.missing_tools()
+    if missing:
+        pytest.skip(missing)
     pair = hosts.create()
     yield pair
     hosts.remove()

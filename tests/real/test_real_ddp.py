@@ -4,14 +4,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers import REPO, is_live, json_events, wait_until
+from tests.helpers import PYTHON, REPO, is_live, json_events, wait_until
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
@@ -20,7 +19,7 @@ HERE = Path(__file__).parent
 
 def pai_launch(*args, cwd, **popen):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "pai_launch", "--log-format", "json", *args], cwd=cwd, env=env,
+    return subprocess.Popen([PYTHON, "-m", "pai_launch", "--log-format", "json", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 

@@ -3,11 +3,10 @@
 
 import os
 import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import REPO, json_events
+from tests.helpers import PYTHON, REPO, json_events
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc, pytest.mark.timeout(400)]
 
@@ -16,7 +15,7 @@ SCRIPT = REPO / "tests" / "real" / "latest_resume_script.py"
 
 def test_a_crash_before_the_first_switch_resumes_from_latest_pt(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "PAI_TEST_CRASHED_FLAG": str(tmp_path / "crashed")}
-    done = subprocess.run([sys.executable, "-m", "pai_launch", "--log-format", "json", "--nproc", "2", "--backoff", "0.2",
+    done = subprocess.run([PYTHON, "-m", "pai_launch", "--log-format", "json", "--nproc", "2", "--backoff", "0.2",
                            "--resume-from", "latest", str(SCRIPT), "--no-graphs"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=380)
     events = json_events(done.stderr)

@@ -3,12 +3,11 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, json_events
+from tests.helpers import PYTHON, REPO, json_events
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
@@ -18,7 +17,7 @@ SCRIPT = Path(__file__).parent / "torn_switch_script.py"
 @pytest.mark.timeout(240)
 def test_load_newest_skips_a_torn_newest_switch_file_for_the_previous_one(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "pai_launch", "--log-format", "json", "--nproc", "2", str(SCRIPT)],
+    proc = subprocess.run([PYTHON, "-m", "pai_launch", "--log-format", "json", "--nproc", "2", str(SCRIPT)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=220,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-4000:]

@@ -1,0 +1,93 @@
+"""Tier: pai-launch on the other torches and Pythons it supports, each in its own environment.
+
+Each environment (scripts/torch_env.sh: that torch's CUDA build from the registry, which runs on the CPU, with the
+torchvision made for it and perforatedai) runs the tiers users meet first, through pai-launch installed from this
+checkout: the real perforatedai example end to end, cold and warm, and the signal and crash-recovery process tests.
+They are this suite's own test files, run by a pytest of their own with PAI_TEST_PYTHON pointing at the
+environment's interpreter (tests/helpers.PYTHON); their report is read from its JUnit XML.
+
+The floor is torch 2.4 (what pyproject.toml claims) on the oldest Python perforatedai ships wheels for (3.10); the
+middle is torch 2.7.1, the Dockerfile's default base, on the newest (3.12). The project's own environment (torch 2.13
+on Python 3.11) runs every tier anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+pytestmark = [pytest.mark.compat, pytest.mark.torch, pytest.mark.proc]
+
+#: What each environment runs: the real example (cold, warm) and the signal and crash-recovery process tests.
+TIER = ("tests/real/test_example.py", "tests/proc/test_launch_signals.py", "tests/proc/test_launch_retry.py")
+#: scripts/torch_env.sh's exit code when that Python is not installed here.
+NO_PYTHON = 3
+INSTALL_TIMEOUT_S = 1500
+TIER_TIMEOUT_S = 1500
+
+
+@dataclass(frozen=True)
+class TorchEnv:
+    torch: str
+    torchvision: str
+    python: str
+
+    @property
+    def name(self) -> str:
+        return f"torch{self.torch}-py{self.python}"
+
+
+ENVIRONMENTS = (TorchEnv("2.4.1", "0.19.1", "3.10"), TorchEnv("2.7.1", "0.22.1", "3.12"))
+
+
+def prepared(env: TorchEnv) -> Path:
+    """The environment's folder (installed on first use, then kept by version); skip when its Python is missing."""
+    done = subprocess.run([str(REPO / "scripts" / "torch_env.sh"), env.torch, env.torchvision, env.python],
+                          capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    if done.returncode == NO_PYTHON:
+        pytest.skip(done.stderr.strip().splitlines()[-1])
+    assert done.returncode == 0, f"scripts/torch_env.sh failed:\n{done.stderr[-4000:]}"
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def interpreter_versions(python: Path) -> list[str]:
+    probe = "import sys, torch, torchvision; print(torch.__version__, torchvision.__version__, *sys.version_info[:2])"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()
+
+
+def junit_counts(path: Path) -> dict[str, int]:
+    suite = ElementTree.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    return {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + TIER_TIMEOUT_S + 120)
+@pytest.mark.parametrize("env", ENVIRONMENTS, ids=lambda env: env.name)
+def test_the_example_signals_and_crash_recovery_pass_on_another_torch_and_python(env, tmp_path):
+    venv = prepared(env)
+    python = venv / "bin" / "python"
+    torch_version, torchvision_version, major, minor = interpreter_versions(python)
+    assert torch_version.split("+")[0] == env.torch and torchvision_version.split("+")[0] == env.torchvision
+    assert f"{major}.{minor}" == env.python
+    report = tmp_path / "junit.xml"
+    run_env = {**os.environ, "PAI_TEST_PYTHON": str(python), "PAI_TEST_EXPECT_TORCH": env.torch}
+    with open(tmp_path / "tier.log", "w") as log:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra",
+                               f"--junitxml={report}", *TIER], cwd=REPO, env=run_env, stdin=subprocess.DEVNULL,
+                              stdout=log, stderr=subprocess.STDOUT, timeout=TIER_TIMEOUT_S)
+    output = (tmp_path / "tier.log").read_text(errors="replace")
+    assert done.returncode == 0, f"the tier failed on {env.name}:\n{output[-8000:]}"
+    counts = junit_counts(report)
+    assert counts["failures"] == counts["errors"] == counts["skipped"] == 0, (counts, output[-4000:])
+    assert counts["tests"] >= 25, counts  # every test of the three files ran (30 at the time of writing)
+    print(f"{env.name}: {counts['tests']} passed")

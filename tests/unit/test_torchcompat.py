@@ -1,0 +1,139 @@
+"""torchcompat: the agent's LaunchConfig keywords fitted to the shape of each torch's launcher."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+from pai_launch import torchcompat
+
+WANTED = dict(min_nodes=1, max_nodes=1, nproc_per_node=2, run_id="r", rdzv_backend="c10d", rdzv_endpoint="localhost:0",
+              max_restarts=0, monitor_interval=0.1, logs_specs=None, shutdown_timeout=5, start_method="spawn")
+
+
+@dataclass
+class LaunchConfig24:
+    """torch 2.4-2.10's fields (no shutdown_timeout, no signals_to_handle)."""
+
+    min_nodes: int
+    max_nodes: int
+    nproc_per_node: int
+    logs_specs: Optional[object] = None
+    run_id: str = ""
+    role: str = "default_role"
+    rdzv_endpoint: str = ""
+    rdzv_backend: str = "etcd"
+    rdzv_configs: dict = dataclasses.field(default_factory=dict)
+    rdzv_timeout: int = -1
+    max_restarts: int = 3
+    monitor_interval: float = 0.1
+    start_method: str = "spawn"
+    log_line_prefix_template: Optional[str] = None
+    metrics_cfg: dict = dataclasses.field(default_factory=dict)
+    local_addr: Optional[str] = None
+
+
+@dataclass
+class LaunchConfig213(LaunchConfig24):
+    """torch 2.13's: shutdown_timeout and signals_to_handle added."""
+
+    signals_to_handle: str = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+    shutdown_timeout: Optional[int] = None
+
+
+class LaunchConfigPlain:
+    """A launcher config that is not a dataclass: its constructor's keywords count."""
+
+    def __init__(self, min_nodes, max_nodes, nproc_per_node, *, run_id="", rdzv_backend="", rdzv_endpoint="",
+                 max_restarts=0, monitor_interval=0.1, start_method="spawn", logs_specs=None, local_addr=None):
+        pass
+
+
+class LaunchConfigAnything:
+    def __init__(self, **kwargs):
+        pass
+
+
+def test_an_older_torch_gets_every_keyword_but_the_two_it_lacks():
+    fitted = torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "signals_to_handle": "SIGTERM"})
+    assert fitted.missing == ("shutdown_timeout", "signals_to_handle")
+    assert not fitted.has_shutdown_timeout
+    assert set(fitted.kwargs) == set(WANTED) - {"shutdown_timeout"}
+    LaunchConfig24(**fitted.kwargs)  # builds
+
+
+def test_a_recent_torch_gets_everything():
+    fitted = torchcompat.config_kwargs(LaunchConfig213, WANTED)
+    assert fitted.missing == () and fitted.has_shutdown_timeout
+    assert fitted.kwargs == WANTED
+    assert LaunchConfig213(**fitted.kwargs).shutdown_timeout == 5
+
+
+def test_a_constructor_signature_counts_where_there_are_no_dataclass_fields():
+    fitted = torchcompat.config_kwargs(LaunchConfigPlain, {**WANTED, "local_addr": "10.0.0.1"})
+    assert fitted.missing == ("shutdown_timeout",)
+    LaunchConfigPlain(**fitted.kwargs)
+    assert torchcompat.config_kwargs(LaunchConfigAnything, WANTED).kwargs == WANTED
+
+
+def test_a_launcher_without_a_required_field_is_refused_in_one_line():
+    @dataclass
+    class TooOld:
+        min_nodes: int
+        max_nodes: int
+        nproc_per_node: int
+
+    with pytest.raises(torchcompat.UnsupportedTorch, match=r"takes no logs_specs.*torch 2.4 or newer") as caught:
+        torchcompat.config_kwargs(TooOld, WANTED)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_keyword_nobody_knows_is_a_bug_here_not_a_silent_drop():
+    with pytest.raises(torchcompat.UnsupportedTorch, match="no shutdown_grace"):
+        torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "shutdown_grace": 3})
+
+
+def test_signals_to_handle_is_none_where_the_config_has_no_such_field():
+    assert torchcompat.signals_to_handle(LaunchConfig24(1, 1, 1)) is None
+    assert torchcompat.signals_to_handle(LaunchConfig213(1, 1, 1)) == "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+
+def test_the_installed_torch_builds_a_config_from_the_agents_keywords():
+    from torch.distributed.launcher.api import LaunchConfig
+
+    config = torchcompat.launch_config(dict(WANTED))
+    assert isinstance(config, LaunchConfig) and config.nproc_per_node == 2
+
+
+@pytest.mark.timeout(60)
+def test_grace_for_close_makes_the_grace_torchs_close_default_in_a_real_process():
+    """In a fresh interpreter (the patch is process-wide): PContext.close without a timeout gets the grace, an
+    explicit timeout is kept, and a second call only changes the value."""
+    probe = textwrap.dedent("""
+        from torch.distributed.elastic.multiprocessing import api
+        from pai_launch import torchcompat
+        seen = []
+        class Probe(api.PContext):
+            def __init__(self): self._tail_logs, self.filtered_stdout, self.filtered_stderr = [], None, None
+            def _start(self): pass
+            def _poll(self): return None
+            def pids(self): return {}
+            def _close(self, death_sig, timeout=30): seen.append((death_sig, timeout))
+        torchcompat.grace_for_close(7)
+        torchcompat.grace_for_close(4)
+        Probe().close()
+        import signal
+        Probe().close(signal.SIGTERM, 12)
+        print(seen[0][1], seen[1][1], api.PContext.close._pai_launch_grace)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["4", "12", "True"]
+    assert signal.SIGTERM  # the probe's explicit death signal is a real one
