@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pai_launch import exitcodes
+from pai_launch import exitcodes, privatedir
 from pai_launch.actions import Action, RecheckProgress, ScheduleRetry
-from pai_launch.events import Failure, GenerationEnded, GenerationRefused
+from pai_launch.events import Cause, Failure, GenerationEnded, GenerationRefused
 from pai_launch.machine_state import STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation
 
 
@@ -33,6 +33,12 @@ def judge_generation(policy: Policy, event: GenerationEnded) -> tuple[int | None
     return exitcodes.NO_PROGRESS, reason
 
 
+def retry_can_fix(failure: Failure) -> bool:
+    """A failure that says nothing about the script, however often it repeats: the launcher lost one of the run's own
+    private files (something cleaned the temporary folder); the next generation's agent makes them again."""
+    return failure.cause is Cause.LAUNCHER and privatedir.lost_in(failure.detail)
+
+
 def _on_failure(policy: Policy, state: State, failure: Failure, event: GenerationEnded,
                 reached_training: bool) -> tuple[State, list[Action]]:
     """Retry from the newest valid checkpoint with exponential backoff, within the failure budget."""
@@ -43,7 +49,7 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
                   f"(pass --max-failures N to retry it from the start)")
         return finish(replace(state, failures=count), failure.exit_code(), reason)
-    if not reached_training and state.early_failure == signature:
+    if not reached_training and state.early_failure == signature and not retry_can_fix(failure):
         reason = f"{desc} before training started, exactly as the attempt before: retrying cannot help"
         return finish(replace(state, failures=count), failure.exit_code(), reason)
     if count >= policy.max_failures:
