@@ -6,7 +6,7 @@ generation (agent_generation.py), writes the GenerationResult and says it is rea
 itself. It leaves when the supervisor closes the request pipe, and dies with the supervisor.
 
 Lines out, one JSON object each: {"ready": {...}} (the first one says whether workers are warm, and why not),
-{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID},
+{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID, "why": W},
 {"went_cold": WHY} (its forkserver died and its successor failed the self-check), {"retiring": WHY}.
 Lines in: a request, or {"stop": ...} at any time (raise the job's stop flag in node 0's store).
 
@@ -23,10 +23,12 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import psutil
 
-from pai_launch import agent_generation, agent_store, nodeagent, procs
+from pai_launch import agent_generation, agent_store, nodeagent, privatedir, procs
 from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, joined_line
 from pai_launch.workers import helper_pids
 
@@ -65,11 +67,13 @@ def _arm_parent_watch(parent_pid: int) -> None:
 
 
 class Output:
-    """The result pipe: whole lines, from any thread."""
+    """The result pipe: whole lines, from any thread. A launcher error names the run's private file that is gone, if
+    one is (`private_paths`): then it is a fault a retry can fix (outcomes)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, private_paths: Callable[[], Iterable[str]] = tuple) -> None:
         self._fd = fd
         self._lock = threading.Lock()
+        self._private_paths = private_paths
 
     def _line(self, data: bytes) -> None:
         with self._lock:
@@ -89,6 +93,8 @@ class Output:
         self._line(joined_line(generation_, failures))
 
     def result(self, result: GenerationResult) -> None:
+        if result.error:
+            result = replace(result, error=privatedir.with_lost_note(result.error, self._private_paths()))
         sys.stdout.flush()
         sys.stderr.flush()
         self._line(result.to_line())
@@ -96,8 +102,8 @@ class Output:
     def stop_raised(self) -> None:
         self._line(b'{"stop_raised": true}\n')
 
-    def forkserver_restarted(self, pid: int) -> None:
-        self._line((json.dumps({"forkserver_restarted": pid}) + "\n").encode())
+    def forkserver_restarted(self, pid: int, why: str = "") -> None:
+        self._line((json.dumps({"forkserver_restarted": pid, "why": why}) + "\n").encode())
 
     def went_cold(self, why: str) -> None:
         self._line((json.dumps({"went_cold": why}) + "\n").encode())
@@ -199,7 +205,8 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
 
     if user_level is None:
         os.environ.pop("TORCH_CPP_LOG_LEVEL")
-    out = Output(options.result_fd)
+    pool = None
+    out = Output(options.result_fd, lambda: (options.temp_dir, *(pool.private_paths() if pool is not None else ())))
     requests: queue.Queue = queue.Queue()
     threading.Thread(target=_read_requests, args=(options.request_fd, requests, out), name="requests",
                      daemon=True).start()
@@ -212,7 +219,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
         if pool is not None:
             restarted, problem = pool.ensure()
             if restarted and problem is None:
-                out.forkserver_restarted(pool.server_pid)
+                out.forkserver_restarted(pool.server_pid, pool.restarted_why)
             if problem is not None:
                 pool.stop()
                 for key in pool.added_env:  # cold workers inherit the agent's environment: none of the server's

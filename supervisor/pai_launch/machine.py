@@ -2,7 +2,8 @@
 
 Nothing here touches processes, files, signals or the clock: time arrives on events as `now`
 (monotonic seconds), deadlines are values in the state, and every counter and flag that decides
-anything lives in State. The runner executes the actions and records what State says.
+anything lives in State: what belongs to one generation (or one stop) in a record of its own that the
+next replaces whole. The runner executes the actions and records what State says.
 
 Phases: STARTING -> INIT (the init run) [-> ADOPTING (moving into the folder it really wrote to)]
 -> TRAINING (a generation runs) -> [BACKOFF (waiting to retry a failed generation) -> TRAINING ...]
@@ -17,7 +18,7 @@ from dataclasses import replace
 
 from pai_launch import exitcodes, outcomes
 from pai_launch.actions import (
-    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportStall, SignalRun, StartInit,
+    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportStall, SignalRun,
 )
 from pai_launch.events import (
     AdoptionRefused, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
@@ -26,7 +27,7 @@ from pai_launch.events import (
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
     FORWARD_SIGNALS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
-    start_generation, stop,
+    start_generation, start_init, stop,
 )
 
 
@@ -50,7 +51,7 @@ def _on_began(policy: Policy, state: State, event: Began) -> tuple[State, list[A
     if state.phase is not Phase.STARTING:
         return state, []
     if event.needs_init:
-        return replace(state, phase=Phase.INIT, started_at=event.now), [StartInit()]
+        return start_init(state, event.now)
     return start_generation(state, event.now)
 
 
@@ -99,48 +100,60 @@ def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tupl
     if state.phase in IDLE:
         return finish(state, code, f"stopped by {name}")
     if state.phase is Phase.STOPPING:
-        if state.stop_cause is not StopCause.SIGNAL:
+        if state.current.stop.cause is not StopCause.SIGNAL:
             # A user's signal during another stop: the run now ends as stopped by that signal.
-            state = replace(state, stop_cause=StopCause.SIGNAL, exit_code=code, reason=f"stopped by {name}")
+            state = replace(_stop_changed(state, cause=StopCause.SIGNAL), exit_code=code, reason=f"stopped by {name}")
         # A second Ctrl+C means "now": kill without waiting out the grace period.
-        if signum == signal.SIGINT and not state.killed:
-            return replace(state, killed=True, agent_started=False), [KillRun()]
+        if signum == signal.SIGINT:
+            return _kill(state)
         return state, []
     return stop(policy, state, signum, event.now, StopCause.SIGNAL, code, f"stopped by {name}")
 
 
+def _stop_changed(state: State, **changes) -> State:
+    return state.with_current(stop=replace(state.current.stop, **changes))
+
+
+def _kill(state: State) -> tuple[State, list[Action]]:
+    """SIGKILL whatever of the run still runs, once per stop; the agent goes down with it."""
+    if state.current.stop.killed:
+        return state, []
+    return replace(_stop_changed(state, killed=True), agent_started=False), [KillRun()]
+
+
 def _on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Action]]:
     now = event.now
+    current = state.current
     if state.phase is Phase.STOPPING:
-        if state.killed:
+        if current.stop.killed:
             return state, []
-        if state.stop_deadline is not None and now >= state.stop_deadline:
-            return replace(state, killed=True, agent_started=False), [KillRun()]
+        if now >= current.stop.deadline:
+            return _kill(state)
         # Workers that started after the stop signal went out (torch spawns them a moment later) get it too.
-        return state, [SignalRun(state.stop_signal, only_new=True)] if state.stop_signal is not None else []
+        return state, [SignalRun(current.stop.signum, only_new=True)]
     state, actions = _agent_due(policy, state)
     if state.phase is Phase.SETTLING:
         return state, [*actions, RecheckProgress()]
     if state.phase is Phase.BACKOFF:
-        if state.retry_at is not None and now >= state.retry_at:
+        if current.retry_at is not None and now >= current.retry_at:
             fresh, started = start_generation(state, now)
             return fresh, actions + started
         return state, actions
     if state.phase is not Phase.TRAINING:
         return state, actions
-    if state.marker_deadline is not None and now >= state.marker_deadline:
+    if current.marker_deadline is not None and now >= current.marker_deadline:
         reason = "training complete; workers still running after the grace period were stopped"
         return stop(policy, state, signal.SIGTERM, now, StopCause.COMPLETE, exitcodes.COMPLETE, reason)
-    if state.stall_stop_at is not None:
-        if now >= state.stall_stop_at:
-            idle = now - (state.last_activity if state.last_activity is not None else now)
+    if current.stall_stop_at is not None:
+        if now >= current.stall_stop_at:
+            idle = now - (current.last_activity if current.last_activity is not None else now)
             reason = f"stalled: no write to the save folder for {idle:.0f} s"
             return stop(policy, state, signal.SIGTERM, now, StopCause.STALL, None, reason)
         return state, actions
-    if policy.stall_timeout is not None and state.last_activity is not None and not state.workers_waiting \
-            and now - state.last_activity >= policy.stall_timeout:
-        stalled = replace(state, stall_stop_at=now + policy.stall_dump_wait)
-        return stalled, [*actions, ReportStall(now - state.last_activity), SignalRun(STALL_SIGNAL)]
+    if policy.stall_timeout is not None and current.last_activity is not None and not current.workers_waiting \
+            and now - current.last_activity >= policy.stall_timeout:
+        stalled = state.with_current(stall_stop_at=now + policy.stall_dump_wait)
+        return stalled, [*actions, ReportStall(now - current.last_activity), SignalRun(STALL_SIGNAL)]
     return state, actions
 
 
@@ -157,23 +170,25 @@ def _agent_due(policy: Policy, state: State) -> tuple[State, list[Action]]:
 def _on_save_activity(policy: Policy, state: State, event: SaveActivity) -> tuple[State, list[Action]]:
     if state.phase is not Phase.TRAINING:
         return state, []
-    return replace(state, last_activity=event.now, reached_training=state.reached_training or event.training), []
+    reached = state.current.reached_training or event.training
+    return state.with_current(last_activity=event.now, reached_training=reached), []
 
 
 def _on_waiting(policy: Policy, state: State, event: WorkersWaiting) -> tuple[State, list[Action]]:
-    return (replace(state, workers_waiting=True), []) if state.phase is Phase.TRAINING else (state, [])
+    return (state.with_current(workers_waiting=True), []) if state.phase is Phase.TRAINING else (state, [])
 
 
 def _on_launched(policy: Policy, state: State, event: WorkersLaunched) -> tuple[State, list[Action]]:
     if state.phase is not Phase.TRAINING:
         return state, []
-    return replace(state, workers_waiting=False, last_activity=max(event.now, state.last_activity or event.now)), []
+    last = state.current.last_activity
+    return state.with_current(workers_waiting=False, last_activity=max(event.now, last or event.now)), []
 
 
 def _on_marker(policy: Policy, state: State, event: MarkerAppeared) -> tuple[State, list[Action]]:
     state = replace(state, marker_seen=True)
-    if state.phase is Phase.TRAINING and state.marker_deadline is None:
-        return replace(state, marker_deadline=event.now + policy.grace), []
+    if state.phase is Phase.TRAINING and state.current.marker_deadline is None:
+        return state.with_current(marker_deadline=event.now + policy.grace), []
     return state, []
 
 
@@ -198,9 +213,10 @@ def _on_store_lost(policy: Policy, state: State, event: JobStoreLost) -> tuple[S
         return finish(state, exitcodes.LAUNCHER_ERROR, event.reason)
     if state.phase in RUNNING:
         return stop(policy, state, signal.SIGTERM, event.now, StopCause.STORE_LOST, exitcodes.LAUNCHER_ERROR, event.reason)
-    if state.phase is Phase.STOPPING and state.stop_cause is StopCause.STALL:
+    if state.phase is Phase.STOPPING and state.current.stop.cause is StopCause.STALL:
         # Stopping a stalled generation to retry it: without the store there is nothing to retry with.
-        return replace(state, stop_cause=StopCause.STORE_LOST, exit_code=exitcodes.LAUNCHER_ERROR, reason=event.reason), []
+        stopping = _stop_changed(state, cause=StopCause.STORE_LOST)
+        return replace(stopping, exit_code=exitcodes.LAUNCHER_ERROR, reason=event.reason), []
     return state, []
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from pai_launch import exitcodes
-from pai_launch.actions import Action, Finish, SignalRun, StartGeneration
+from pai_launch.actions import Action, Finish, SignalRun, StartGeneration, StartInit
 
 #: Signals that stop the run: forwarded once to every process of the run, then a deadline.
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
@@ -80,7 +80,45 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class Stop:
+    """One stop of the run's processes. Each stop starts a new one, whole: nothing of an earlier stop (its kill)
+    carries over, so every stop ends in its own kill at its own deadline."""
+
+    cause: StopCause
+    #: The signal the run's processes were asked to stop with; late-starting ones get it too.
+    signum: int
+    #: When whatever still runs is killed.
+    deadline: float
+    killed: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationRun:
+    """The init run or generation now running, or the last one while what follows its end is decided (a backoff,
+    a settling save folder). Starting the next one replaces it whole: nothing of it needs resetting by hand."""
+
+    started_at: float = 0.0
+    #: The last write seen in the save folder (or the generation's start), for stall detection.
+    last_activity: float | None = None
+    #: The workers wrote to the save folder beyond start-up files.
+    reached_training: bool = False
+    #: The request waits for the agent to be ready: no stall is counted meanwhile.
+    workers_waiting: bool = False
+    #: The completion marker appeared: workers still running then are stopped.
+    marker_deadline: float | None = None
+    #: A stall was reported (SIGUSR1 sent): the workers are stopped then.
+    stall_stop_at: float | None = None
+    #: SETTLING: when "no progress" is decided if the save folder still shows none.
+    settle_deadline: float | None = None
+    #: BACKOFF: when the failed generation is retried.
+    retry_at: float | None = None
+    stop: Stop | None = None
+
+
+@dataclass(frozen=True)
 class State:
+    """What the run carries from one generation to the next; `current` holds what belongs to one generation alone."""
+
     phase: Phase = Phase.STARTING
     generation: int = 0
     #: Consecutive failed generations without progress: the failure budget used.
@@ -90,33 +128,20 @@ class State:
     last_switch: str | None = None
     exit_code: int | None = None
     reason: str = ""
-    #: When the running init run or generation started.
-    started_at: float = 0.0
-    stop_cause: StopCause | None = None
-    #: The signal the run's processes were asked to stop with; late-starting ones get it too.
-    stop_signal: int | None = None
-    stop_deadline: float | None = None
-    killed: bool = False
     marker_seen: bool = False
-    marker_deadline: float | None = None
     #: Signature of the last failure that happened before training was reached.
     early_failure: tuple | None = None
-    retry_at: float | None = None
-    #: The last write seen in the save folder (or the generation's start), for stall detection.
-    last_activity: float | None = None
-    stall_stop_at: float | None = None
-    #: The workers of this generation wrote to the save folder beyond start-up files.
-    reached_training: bool = False
-    #: The generation's request waits for the agent to be ready: no stall is counted meanwhile.
-    workers_waiting: bool = False
     #: The node's agent has been asked for (it lives for the run; a kill takes it down, and a new one is asked for).
     agent_started: bool = False
-    #: SETTLING: when "no progress" is decided if the save folder still shows none.
-    settle_deadline: float | None = None
     #: Multi-node: this node's stop has been announced to the job.
     announced: bool = False
     #: --requeue-on's signal came: once stopped, the Slurm job is requeued.
     requeue: bool = False
+    current: GenerationRun = GenerationRun()
+
+    def with_current(self, **changes) -> State:
+        """This state with `changes` to the current generation's record."""
+        return replace(self, current=replace(self.current, **changes))
 
 
 # --- transitions every handler shares ----------------------------------------------------------------
@@ -130,14 +155,17 @@ def finish_stopping(state: State) -> tuple[State, list[Action]]:
 
 def stop(policy: Policy, state: State, signum: int, now: float, cause: StopCause, code: int | None,
          reason: str) -> tuple[State, list[Action]]:
-    stopping = replace(state, phase=Phase.STOPPING, stop_cause=cause, stop_signal=signum, exit_code=code, reason=reason,
-                       stop_deadline=now + policy.grace)
+    """Ask the run's processes to exit: a new stop, with its own deadline for the kill."""
+    stopping = replace(state.with_current(stop=Stop(cause, signum, deadline=now + policy.grace)), phase=Phase.STOPPING,
+                       exit_code=code, reason=reason)
     return stopping, [SignalRun(signum)]
+
+
+def start_init(state: State, now: float) -> tuple[State, list[Action]]:
+    return replace(state, phase=Phase.INIT, current=GenerationRun(started_at=now)), [StartInit()]
 
 
 def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
     nxt = state.generation + 1
-    fresh = replace(state, phase=Phase.TRAINING, generation=nxt, started_at=now, marker_deadline=None, retry_at=None,
-                    last_activity=now, stall_stop_at=None, stop_cause=None, stop_signal=None, reached_training=False,
-                    settle_deadline=None, workers_waiting=False)
-    return fresh, [StartGeneration(nxt)]
+    current = GenerationRun(started_at=now, last_activity=now)
+    return replace(state, phase=Phase.TRAINING, generation=nxt, current=current), [StartGeneration(nxt)]

@@ -80,7 +80,7 @@ class Observer:
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
         self.table.plain_ended()
-        duration = round(raw.now - state.started_at, 2)
+        duration = round(raw.now - state.current.started_at, 2)
         if raw.role is Role.INIT:
             log = self.log.info if raw.returncode == 0 else self.log.error
             log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration)
@@ -134,7 +134,7 @@ class Observer:
         stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
         event = GenerationEnded(failures, complete=self.session.complete(), progressed=self.session.progress(), now=raw.now,
                                 stopped=stopped, fatal=result.fatal if result else None)
-        return self.generation_ended(event, state, round(raw.now - state.started_at, 2))
+        return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
 
     def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
         name, fields = generation_end(event, state, duration)

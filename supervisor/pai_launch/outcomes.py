@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pai_launch import exitcodes
+from pai_launch import exitcodes, privatedir
 from pai_launch.actions import Action, RecheckProgress, ScheduleRetry
-from pai_launch.events import Failure, GenerationEnded, GenerationRefused
+from pai_launch.events import Cause, Failure, GenerationEnded, GenerationRefused
 from pai_launch.machine_state import STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation
 
 
@@ -33,6 +33,12 @@ def judge_generation(policy: Policy, event: GenerationEnded) -> tuple[int | None
     return exitcodes.NO_PROGRESS, reason
 
 
+def retry_can_fix(failure: Failure) -> bool:
+    """A failure that says nothing about the script, however often it repeats: the launcher lost one of the run's own
+    private files (something cleaned the temporary folder); the next generation's agent makes them again."""
+    return failure.cause is Cause.LAUNCHER and privatedir.lost_in(failure.detail)
+
+
 def _on_failure(policy: Policy, state: State, failure: Failure, event: GenerationEnded,
                 reached_training: bool) -> tuple[State, list[Action]]:
     """Retry from the newest valid checkpoint with exponential backoff, within the failure budget."""
@@ -43,7 +49,7 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
                   f"(pass --max-failures N to retry it from the start)")
         return finish(replace(state, failures=count), failure.exit_code(), reason)
-    if not reached_training and state.early_failure == signature:
+    if not reached_training and state.early_failure == signature and not retry_can_fix(failure):
         reason = f"{desc} before training started, exactly as the attempt before: retrying cannot help"
         return finish(replace(state, failures=count), failure.exit_code(), reason)
     if count >= policy.max_failures:
@@ -52,17 +58,17 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
     delay = min(policy.backoff_initial * 2 ** (count - 1), policy.backoff_max)
     if policy.data_parallel:
         desc = f"{desc}; retrying DataParallel training from the start (it has no resume)"
-    waiting = replace(state, phase=Phase.BACKOFF, failures=count, retry_at=event.now + delay, reason=desc,
-                      early_failure=None if reached_training else signature, stop_cause=None, stop_signal=None,
-                      marker_deadline=None, stall_stop_at=None)
+    waiting = replace(state.with_current(retry_at=event.now + delay), phase=Phase.BACKOFF, failures=count, reason=desc,
+                      early_failure=None if reached_training else signature)
     return waiting, [ScheduleRetry(delay, count, desc)]
 
 
 def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Failure:
     """The stall as the cause, also when the workers then died of the stall's own SIGUSR1."""
-    if state.stop_cause is StopCause.STALL:
+    current = state.current
+    if current.stop is not None and current.stop.cause is StopCause.STALL:
         return Failure.stall(state.reason)
-    idle = (state.stall_stop_at or 0.0) - policy.stall_dump_wait - (state.last_activity or 0.0)
+    idle = (current.stall_stop_at or 0.0) - policy.stall_dump_wait - (current.last_activity or 0.0)
     after = f" ({failure.describe()} after {STALL_SIGNAL.name})" if failure is not None else ""
     return Failure.stall(f"stalled: no write to the save folder for {idle:.0f} s{after}")
 
@@ -78,11 +84,11 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if event.recheck:  # a second look while a shared file system settles
         if state.phase is not Phase.SETTLING:
             return state, []
-        if not (event.progressed or event.complete) and event.now < (state.settle_deadline or 0.0):
+        if not (event.progressed or event.complete) and event.now < (state.current.settle_deadline or 0.0):
             return state, []
-        state = replace(state, phase=Phase.TRAINING, settle_deadline=None)
+        state = replace(state, phase=Phase.TRAINING)
     if state.phase is Phase.STOPPING:
-        if state.stop_cause is StopCause.STALL:
+        if state.current.stop.cause is StopCause.STALL:
             return _on_failure(policy, state, _stall_failure(policy, state, None), event, reached_training=True)
         return finish_stopping(state)
     if state.phase is not Phase.TRAINING:
@@ -92,14 +98,15 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if event.complete:
         return finish(state, exitcodes.COMPLETE, "training complete")
     failure = event.failures[0] if event.failures else None
-    if failure is not None and state.stall_stop_at is not None:
+    if failure is not None and state.current.stall_stop_at is not None:
         return _on_failure(policy, state, _stall_failure(policy, state, failure), event, reached_training=True)
     if failure is not None:
-        return _on_failure(policy, state, failure, event, state.reached_training or bool(event.progressed))
+        return _on_failure(policy, state, failure, event, state.current.reached_training or bool(event.progressed))
     code, reason = judge_generation(policy, event)
     if code == exitcodes.NO_PROGRESS and not event.recheck and policy.fs_settle > 0:
         # Every worker exited 0 and no progress shows: a switch file written on another node may show up late.
-        return replace(state, phase=Phase.SETTLING, settle_deadline=event.now + policy.fs_settle), [RecheckProgress()]
+        settling = state.with_current(settle_deadline=event.now + policy.fs_settle)
+        return replace(settling, phase=Phase.SETTLING), [RecheckProgress()]
     if code == exitcodes.NO_PROGRESS and policy.fs_settle > 0:
         reason += f" (the save folder was watched {policy.fs_settle:g} s more for another node's files to show up)"
     if code is not None:

@@ -4,13 +4,12 @@ The table holds the init or DataParallel process and the node's agent (one for t
 ahead so torch is imported and its forkserver warm before the first generation), and remembers every
 descendant: it signals the run's processes, kills them all, reaps orphans re-parented to us (we are a
 child subreaper) and, on close(), sweeps whatever is left. It also owns the private folder for the
-workers' log files.
+workers' log files and the agent's temporary files, each locked for the run's life (privatedir).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from pai_launch import procs
+from pai_launch import privatedir, procs
 from pai_launch.children import Agent, PlainProcess
 from pai_launch.events import Role
 from pai_launch.plan import Command
@@ -27,7 +26,7 @@ from pai_launch.protocol import GenerationRequest, StopJob
 FINAL_SWEEP_TIMEOUT = 2.0
 #: How long an agent may take to connect to node 0's store and raise the job's stop flag.
 STOP_FLAG_TIMEOUT = 10.0
-LOG_ROOT_PREFIX = "pai-launch-logs-"
+LOG_ROOT_PREFIX = privatedir.PREFIX
 #: Longest folder for the agent's temporary files: a Unix socket's path (there) may not exceed 107 bytes.
 SHORT_PATH = 60
 #: After its request pipe closes, how long the agent gets to stop its forkserver and leave by itself.
@@ -35,12 +34,9 @@ AGENT_EXIT_TIMEOUT = 2.0
 
 
 def remove_stale_log_roots() -> None:
-    """Private log folders of pai-launch processes that were killed (kill -9 skips our cleanup)."""
-    folders = {folder for base in {tempfile.gettempdir(), "/tmp"} for folder in Path(base).glob(f"{LOG_ROOT_PREFIX}*-*")}
-    for folder in folders:
-        pid = folder.name[len(LOG_ROOT_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not psutil.pid_exists(int(pid)) and folder.is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
+    """Private folders of pai-launch processes that were killed (kill -9 skips our cleanup): only those whose lock
+    no one holds, whatever PID namespace their owner runs in."""
+    privatedir.remove_abandoned({tempfile.gettempdir(), "/tmp"}, LOG_ROOT_PREFIX)
 
 
 class ProcessTable:
@@ -56,6 +52,8 @@ class ProcessTable:
         self._plain: PlainProcess | None = None
         self._agent_args = agent_args
         self._temp_root: Path | None = None
+        #: The folders we made (locked until close()).
+        self._private: list[privatedir.PrivateDir] = []
         self._agent: Agent | None = None
         #: The agent is running a generation (not just standing by for the next).
         self._agent_busy = False
@@ -75,13 +73,18 @@ class ProcessTable:
         procs.become_subreaper()
         remove_stale_log_roots()
         if self.log_root is None:
-            self.log_root = Path(tempfile.mkdtemp(prefix=f"{LOG_ROOT_PREFIX}{os.getpid()}-"))
+            self.log_root = self._make_private()
         # The agent's temporary files (multiprocessing's forkserver socket, whose path must stay short): in our own log
-        # folder if its path is short, else in a short one of our own. Swept by pid if we are killed.
+        # folder if its path is short, else in a short one of our own. Either is locked: swept only once we are gone.
         self._temp_root = self.log_root if self._own_log_root and len(str(self.log_root)) <= SHORT_PATH else None
         if self._temp_root is None:
             base = tempfile.gettempdir() if len(tempfile.gettempdir()) <= SHORT_PATH - 20 else "/tmp"
-            self._temp_root = Path(tempfile.mkdtemp(prefix=f"{LOG_ROOT_PREFIX}{os.getpid()}-", dir=base))
+            self._temp_root = self._make_private(base)
+
+    def _make_private(self, base: str | None = None) -> Path:
+        folder = privatedir.create(f"{LOG_ROOT_PREFIX}{os.getpid()}-", base)
+        self._private.append(folder)
+        return folder.path
 
     # --- starting -------------------------------------------------------------------------------------
     def start_plain(self, role: Role, command: Command) -> int:
@@ -211,10 +214,9 @@ class ProcessTable:
             killed = self._descendants.kill_all()
             survivors = [proc.pid for proc in self._descendants.wait_gone(FINAL_SWEEP_TIMEOUT)]
         self._descendants.reap_adopted(set())
-        if self._own_log_root and self.log_root is not None:
-            shutil.rmtree(self.log_root, ignore_errors=True)
-        if self._temp_root is not None and self._temp_root != self.log_root:
-            shutil.rmtree(self._temp_root, ignore_errors=True)
+        for folder in self._private:
+            folder.remove()
+        self._private = []
         return killed, survivors
 
     def _drop_agent(self) -> None:

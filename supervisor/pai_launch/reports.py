@@ -24,7 +24,7 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "exit_codes": {str(f.rank): f.returncode for f in event.failures
                                                     if f.cause is Cause.WORKER and f.returncode is not None},
-                                     "reached_training": state.reached_training}
+                                     "reached_training": state.current.reached_training}
     return "generation_failed", {**fields, "error": first.detail}
 
 

@@ -103,10 +103,11 @@ class Runner:
         while True:
             before = self.state
             self.state, actions = machine.step(self.policy, before, self.next_event())
-            if self.state.reached_training and not before.reached_training and self.state.phase is machine.Phase.TRAINING:
+            reached = self.state.current.reached_training and not before.current.reached_training
+            if reached and self.state.phase is machine.Phase.TRAINING:
                 # The workers' first write beyond start-up files: what a restart costs ends here.
                 self.log.info("training_reached", generation=self.state.generation,
-                              after_s=round(time.monotonic() - self.state.started_at, 2))
+                              after_s=round(time.monotonic() - self.state.current.started_at, 2))
             if self.state.marker_seen and not before.marker_seen:
                 self.log.info("completion_marker_seen", generation=self.state.generation, grace_s=self.spec.grace)
             self.record()
@@ -249,7 +250,7 @@ class Runner:
 
     def execute_ScheduleRetry(self, action) -> None:
         # The backoff counts from the failure's discovery; retry_in_s is what is left of it as this line is written.
-        left = max(0.0, (self.state.retry_at or 0.0) - time.monotonic())
+        left = max(0.0, (self.state.current.retry_at or 0.0) - time.monotonic())
         self.log.warning("retry_scheduled", delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
                          max_failures=self.spec.max_failures, reason=action.reason)
 

@@ -12,12 +12,17 @@ which counts devices without touching CUDA; the probe is the proof on each machi
 CUDA build of torch on a CPU-only host) that check falls back to the CUDA runtime's count, which does touch CUDA; there
 nothing can use CUDA anyway, so the server alone runs with no visible devices. Workers get the run's own
 environment back (warmentry), so the setting stays in the server.
+
+The server's socket and multiprocessing's folder (pymp-*) live in the run's private temporary folder. Something that
+cleans the temporary folder may still remove them: before each generation a server that cannot be reached any more is
+replaced by a new one, checked again, rather than failing every generation after it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -51,21 +56,40 @@ class WarmPool:
     preloaded: tuple[str, ...] = ()
     #: Modules asked for but not importable (the server skips them).
     missing: tuple[str, ...] = ()
+    #: Why ensure() last replaced the server ("" if it never did).
+    restarted_why: str = ""
 
     @property
     def exits(self) -> str | None:
         """Where the server writes each reaped worker's exit status (forkprep.record_exits)."""
         return os.environ.get(forkprep.EXITS_ENV)
 
+    def private_paths(self) -> tuple[str, ...]:
+        """The files the server needs: multiprocessing's folder, the exit records' folder, the server's socket."""
+        address = _socket_path()
+        return (*self._folders(), *((address,) if address else ()))
+
+    def _folders(self) -> tuple[str, ...]:
+        from multiprocessing import process
+
+        return tuple(path for path in (process.current_process()._config.get("tempdir"), self.exits) if path)
+
     def ensure(self) -> tuple[bool, str | None]:
-        """Before each generation, in the main thread: a server that died is started again and checked again.
+        """Before each generation, in the main thread: a server that died, or whose socket or folder was removed, is
+        replaced by a new one and checked again.
 
         (whether it was restarted, None or why the agent must go cold)."""
         from multiprocessing import forkserver
 
+        gone = [path for path in self.private_paths() if not os.path.lexists(path)]
+        unreachable = _socket_path() in gone  # the server may live on, but no worker can reach it
+        _restore_folders(self._folders())
+        if unreachable:
+            _discard(forkserver._forkserver)
         _quietly(forkserver.ensure_running)
         if forkserver._forkserver._forkserver_pid == self.server_pid:
             return False, None
+        self.restarted_why = f"{gone[0]} was removed" if unreachable else "the forkserver had died"
         return True, self._checked()
 
     def _start(self) -> str | None:
@@ -95,7 +119,10 @@ class WarmPool:
         from multiprocessing import forkserver
 
         if self.server_pid:
-            forkserver._forkserver._stop()
+            try:
+                forkserver._forkserver._stop()
+            except FileNotFoundError:  # its socket was removed under us; the server itself is stopped and reaped
+                forkserver._forkserver._forkserver_address = None
             self.server_pid = 0
 
     def worker_spec(self, request: GenerationRequest, records: str) -> dict:
@@ -155,6 +182,37 @@ def start(preload: tuple[str, ...], cold_path: tuple[str, ...]) -> tuple[WarmPoo
     for key in added:
         os.environ.pop(key, None)
     return None, why
+
+
+def _socket_path() -> str | None:
+    """The server's socket as a file (None: no server, or a name in the abstract namespace, which nobody removes)."""
+    from multiprocessing import forkserver, util
+
+    address = forkserver._forkserver._forkserver_address
+    return None if address is None or util.is_abstract_socket_namespace(address) else address
+
+
+def _restore_folders(folders: tuple[str, ...]) -> None:
+    """Make the folders (and the agent's temporary folder above them) again if they were removed: a new server's
+    socket, the probe's folder and the exit records go there."""
+    for folder in (tempfile.gettempdir(), *folders):
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+
+
+def _discard(server) -> None:
+    """Let go of a server nobody can reach any more (its socket is gone): killed, reaped, forgotten, so that
+    ensure_running starts a new one."""
+    with server._lock:
+        pid = server._forkserver_pid
+        if pid is None:
+            return
+        os.close(server._forkserver_alive_fd)
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        server._forkserver_pid = server._forkserver_alive_fd = server._forkserver_address = None
 
 
 def _quietly(start) -> None:

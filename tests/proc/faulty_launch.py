@@ -23,7 +23,7 @@ if FAULT == "record-while-training":
     real_record = session.SaveSession.record
 
     def record(self, state):
-        if state.generation >= 2 and state.reached_training:
+        if state.generation >= 2 and state.current.reached_training:
             injected("record")
         return real_record(self, state)
 

@@ -113,7 +113,7 @@ def test_generation_without_progress_stops_with_exit_5():
 def test_worker_failure_is_retried_after_a_backoff_from_the_newest_checkpoint():
     failures = (worker(1, 7, "boom"), worker(0, -15))
     state, actions = replay([INIT_OK, GenerationEnded(failures=failures, now=10.0)])
-    assert state.phase is Phase.BACKOFF and state.failures == 1 and state.retry_at == 11.0
+    assert state.phase is Phase.BACKOFF and state.failures == 1 and state.current.retry_at == 11.0
     assert actions[-1] == ScheduleRetry(1.0, 1, "rank 1 failed with exit code 7")
     state, actions = replay([INIT_OK, GenerationEnded(failures=failures, now=10.0), Tick(10.9), Tick(11.0)])
     assert actions[-1] == StartGeneration(2) and state.phase is Phase.TRAINING
@@ -240,12 +240,12 @@ def test_marker_with_lingering_workers_stops_them_after_grace_and_exits_0():
 
 def test_repeated_marker_events_do_not_move_the_deadline():
     state, _ = replay([INIT_OK, MarkerAppeared(now=50.0), MarkerAppeared(now=55.0)])
-    assert state.marker_deadline == 60.0
+    assert state.current.marker_deadline == 60.0
 
 
 def test_marker_deadline_resets_for_the_next_generation():
     state, _ = replay([INIT_OK, MarkerAppeared(now=50.0), PROGRESS])
-    assert state.marker_deadline is None
+    assert state.current.marker_deadline is None
 
 
 def test_events_after_done_are_ignored():
@@ -286,10 +286,10 @@ def test_no_stall_is_counted_while_the_request_waits_for_the_agent_and_the_clock
     policy = Policy(grace=10.0, stall_timeout=60.0, stall_dump_wait=5.0)
     history = [INIT_OK, WorkersWaiting(1.0), Tick(70.0), Tick(100.0)]
     state, actions = replay(history, policy=policy)
-    assert not any(isinstance(a, ReportStall) for a in actions) and state.workers_waiting
+    assert not any(isinstance(a, ReportStall) for a in actions) and state.current.workers_waiting
     history += [WorkersLaunched(100.0), Tick(159.0)]
     state, actions = replay(history, policy=policy)
-    assert not any(isinstance(a, ReportStall) for a in actions) and not state.workers_waiting
+    assert not any(isinstance(a, ReportStall) for a in actions) and not state.current.workers_waiting
     state, actions = replay([*history, Tick(160.0)], policy=policy)
     assert actions[-2:] == [ReportStall(60.0), SignalRun(signal.SIGUSR1)]
 
@@ -431,4 +431,4 @@ def test_workers_that_start_late_get_the_stop_signal_on_every_tick_until_the_kil
 
 def test_marker_seen_is_remembered_in_any_running_phase():
     state, _ = replay([INIT_OK, SignalReceived(signal.SIGTERM, 1.0), MarkerAppeared(2.0)])
-    assert state.marker_seen and state.marker_deadline is None
+    assert state.marker_seen and state.current.marker_deadline is None

@@ -15,9 +15,6 @@ KILLED = GenerationEnded(failures=(Failure.worker(0, -9), Failure.worker(1, -9))
 #: Generation 1 stalls with workers ignoring SIGTERM: SIGUSR1 at 3 s, SIGTERM at 5 s, SIGKILL at 7 s; retried.
 STALL_KILLED_THEN_RETRIED = [Tick(3.0), Tick(5.0), Tick(7.0), KILLED, Tick(7.7)]
 
-#: The reported bug: State.killed outlives the stop that set it, so no later stop kills.
-BUG = pytest.mark.xfail(strict=True, reason="after one kill, no later stop escalates (State.killed is never reset)")
-
 
 def replay(history, policy=POLICY):
     state, emitted = start(save_name="PAI", init_done=True), []
@@ -33,7 +30,6 @@ def test_the_reported_history_a_stall_is_killed_and_retried():
     assert emitted[-1] == [StartGeneration(2)] and state.phase is Phase.TRAINING
 
 
-@BUG
 def test_after_a_kill_and_a_retry_sigterm_is_followed_by_sigkill_at_the_grace_deadline():
     history = [*STALL_KILLED_THEN_RETRIED, SignalReceived(signal.SIGTERM, 9.0), Tick(10.9)]
     state, emitted = replay(history)
@@ -44,7 +40,6 @@ def test_after_a_kill_and_a_retry_sigterm_is_followed_by_sigkill_at_the_grace_de
     assert emitted[-1] == [Finish(143, "stopped by SIGTERM")]
 
 
-@BUG
 def test_after_a_kill_and_a_retry_a_second_sigint_kills_at_once():
     history = [*STALL_KILLED_THEN_RETRIED, SignalReceived(signal.SIGINT, 9.0), SignalReceived(signal.SIGINT, 9.1)]
     state, emitted = replay(history)
@@ -52,7 +47,7 @@ def test_after_a_kill_and_a_retry_a_second_sigint_kills_at_once():
     assert state.exit_code == 130
 
 
-@pytest.mark.parametrize("stops", [1, pytest.param(2, marks=BUG), pytest.param(3, marks=BUG)])
+@pytest.mark.parametrize("stops", [1, 2, 3])
 def test_every_stall_of_a_run_is_killed_at_its_own_deadline(stops):
     # Each generation stalls and ignores SIGTERM: each one's stop ends in its own kill, 2 s after its SIGTERM.
     policy = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, backoff_initial=0.5, max_failures=10,
