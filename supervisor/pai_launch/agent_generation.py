@@ -121,7 +121,6 @@ class _Conclusion:
 
 def run_generation(request: GenerationRequest, out, pool=None) -> None:
     """Run one generation and send its result through `out` (agent.Output); `pool` (warmpool.WarmPool) for warm workers."""
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
@@ -142,7 +141,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
         config = torchcompat.launch_config(dict(
             min_nodes=1, max_nodes=1, nproc_per_node=request.nproc, run_id=request.elastic_run_id,
             rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-            logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
+            logs_specs=torchcompat.logs_specs(request.log_dir),
             shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
         ))
     if pool is not None:

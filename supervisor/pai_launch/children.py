@@ -198,7 +198,8 @@ class Agent:
             self.stop_raised.set()
         elif "forkserver_restarted" in data:
             self.facts = {**(self.facts or {}), "forkserver": data["forkserver_restarted"]}
-            self._report(AgentStarted(self.pid, {**self.facts, "restarted": True}, now))
+            self._report(AgentStarted(self.pid, {**self.facts, "restarted": True,
+                                                 "restarted_why": data.get("why") or "the forkserver had died"}, now))
         elif "went_cold" in data:
             self.facts = {"warm": False, "why": data["went_cold"]}
             self._report(AgentStarted(self.pid, {"warm": False, "why": data["went_cold"], "went_cold": True}, now))

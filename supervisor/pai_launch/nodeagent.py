@@ -275,8 +275,6 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
 
 
 def launch_config(request: GenerationRequest, generation: int, start_method: str = "spawn"):
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
-
     nodes = request.nodes
     assert nodes is not None
     return torchcompat.launch_config(dict(
@@ -285,6 +283,6 @@ def launch_config(request: GenerationRequest, generation: int, start_method: str
         rdzv_endpoint=f"{nodes.host}:{nodes.port}",
         rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
         max_restarts=0, monitor_interval=0.1, local_addr=nodes.local_addr,
-        logs_specs=DefaultLogsSpecs(log_dir=request.log_dir, redirects=Std.ALL, tee=Std.NONE),
+        logs_specs=torchcompat.logs_specs(request.log_dir),
         shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
     ))

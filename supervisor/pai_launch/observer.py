@@ -95,7 +95,8 @@ class Observer:
         facts = raw.facts
         if facts.get("restarted"):
             self.log.warning("forkserver_restarted", agent_pid=raw.agent_pid, forkserver_pid=facts.get("forkserver"),
-                             hint="the agent's forkserver had died; the new one passed the self-check")
+                             reason=facts.get("restarted_why", "the forkserver had died"),
+                             hint="the agent started a new forkserver, which passed the self-check")
         elif facts.get("went_cold"):
             self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
         elif facts.get("warm"):

@@ -3,7 +3,8 @@
 torch's launcher gained options over releases: `LaunchConfig.shutdown_timeout` (how long a stopping worker gets
 before SIGKILL) and `LaunchConfig.signals_to_handle` exist only in recent releases. The agent asks for what it wants
 and this module keeps what the installed class takes, by its dataclass fields or its constructor's signature (never
-by version number, which says nothing of backports or nightlies), and makes up for what it lacks:
+by version number, which says nothing of backports or nightlies), and makes up for what it lacks (DefaultLogsSpecs,
+the other class the agent builds, takes the same keywords on every supported torch and is only checked):
 
 - no `shutdown_timeout`: torch closes its workers with `PContext.close(death_sig)`, whose default timeout is a fixed
   30 s. `grace_for_close` makes that default the run's grace instead, in the agent process only.
@@ -79,6 +80,18 @@ def launch_config(wanted: dict):
     if not fitted.has_shutdown_timeout:
         grace_for_close(wanted["shutdown_timeout"])
     return LaunchConfig(**fitted.kwargs)
+
+
+def logs_specs(log_dir: str):
+    """torch's DefaultLogsSpecs writing every rank's stdout and stderr to files under `log_dir`, printing nothing."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+
+    names = accepted(DefaultLogsSpecs)
+    lacking = sorted({"log_dir", "redirects", "tee"} - names) if "*" not in names else []
+    if lacking:
+        raise UnsupportedTorch(f"this torch's DefaultLogsSpecs takes no {', '.join(lacking)}: pai-launch needs torch 2.4 "
+                               "or newer (pip install 'torch>=2.4')")
+    return DefaultLogsSpecs(log_dir=log_dir, redirects=Std.ALL, tee=Std.NONE)
 
 
 def signals_to_handle(config) -> str | None:

@@ -79,6 +79,7 @@ def test_a_forkserver_killed_between_generations_is_restarted_and_checked_again(
     assert rc == 0, launch.log_summary()
     restarted = launch.event("forkserver_restarted")
     assert restarted["agent_pid"] == first["agent_pid"] and restarted["forkserver_pid"] != first["forkserver_pid"]
+    assert restarted["reason"] == "the forkserver had died", restarted
     assert [e["agent_pid"] for e in launch.events("generation_started")] == [first["agent_pid"]] * 2
     # torch learns a forked worker's status from its forkserver: with the server gone it says 255.
     assert launch.event("generation_failed")["exit"] in ("signal SIGKILL", "exit code 255")

@@ -120,6 +120,7 @@ def test_a_forkserver_whose_temporary_files_were_removed_is_replaced_before_the_
     assert rc == 0, launch.log_summary()
     restarted = launch.event("forkserver_restarted")
     assert restarted["agent_pid"] == first["agent_pid"] and restarted["forkserver_pid"] != first["forkserver_pid"]
+    assert restarted["reason"].endswith("was removed"), restarted  # not "had died": it had not
     assert not launch.events("generation_failed"), launch.log_summary()
     assert [e["agent_pid"] for e in launch.events("generation_started")] == [first["agent_pid"]] * 3
     assert not _private_folders(scene, launch)

@@ -100,6 +100,23 @@ def test_a_keyword_nobody_knows_is_a_bug_here_not_a_silent_drop():
         torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "shutdown_grace": 3})
 
 
+def test_the_installed_torchs_logs_specs_write_under_the_folder(tmp_path):
+    specs = torchcompat.logs_specs(str(tmp_path))
+    assert specs.root_log_dir == str(tmp_path)
+
+
+def test_logs_specs_without_the_keywords_the_agent_passes_are_refused(monkeypatch, tmp_path):
+    from torch.distributed.elastic import multiprocessing
+
+    class OldLogsSpecs:
+        def __init__(self, log_dir=None):
+            pass
+
+    monkeypatch.setattr(multiprocessing, "DefaultLogsSpecs", OldLogsSpecs)
+    with pytest.raises(torchcompat.UnsupportedTorch, match="DefaultLogsSpecs takes no redirects, tee"):
+        torchcompat.logs_specs(str(tmp_path))
+
+
 def test_signals_to_handle_is_none_where_the_config_has_no_such_field():
     assert torchcompat.signals_to_handle(LaunchConfig24(1, 1, 1)) is None
     assert torchcompat.signals_to_handle(LaunchConfig213(1, 1, 1)) == "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
