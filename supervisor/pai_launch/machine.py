@@ -27,7 +27,7 @@ from pai_launch.events import (
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
     FORWARD_SIGNALS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
-    start_generation, start_init, stop,
+    start_generation, start_init, stop, stopping_to_retry,
 )
 
 
@@ -57,7 +57,8 @@ def _on_began(policy: Policy, state: State, event: Began) -> tuple[State, list[A
 
 def _on_signal(policy: Policy, state: State, event: SignalReceived) -> tuple[State, list[Action]]:
     signum = event.signum
-    if signum == policy.requeue_on and not state.requeue and state.phase is not Phase.STOPPING:
+    ends_run = state.phase is Phase.STOPPING and not stopping_to_retry(state)
+    if signum == policy.requeue_on and not state.requeue and not ends_run:
         return _requeue(policy, state, event)
     if signum in FORWARD_SIGNALS:
         forward = state.phase in RUNNING and not policy.signals_reach_workers
@@ -86,6 +87,8 @@ def _requeue(policy: Policy, state: State, event: SignalReceived) -> tuple[State
         actions.append(AnnounceStop(event.signum, f"{name} to node {policy.node_rank}'s pai-launch (requeue)"))
     if state.phase in RUNNING:
         stopped, more = stop(policy, state, signal.SIGTERM, event.now, StopCause.SIGNAL, code, reason)
+    elif stopping_to_retry(state):  # the stall's stop goes on, and now ends the run (for the requeue)
+        stopped, more = replace(_stop_changed(state, cause=StopCause.SIGNAL), exit_code=code, reason=reason), []
     else:
         stopped, more = finish(state, code, reason)
     return stopped, actions + more
@@ -204,6 +207,9 @@ def _on_save_lost(policy: Policy, state: State, event: SaveFolderLost) -> tuple[
         return finish(state, exitcodes.SAVE_FOLDER, event.reason)
     if state.phase in RUNNING:
         return stop(policy, state, signal.SIGTERM, event.now, StopCause.SAVE_LOST, exitcodes.SAVE_FOLDER, event.reason)
+    if stopping_to_retry(state):  # without the save folder there is nothing to retry from
+        stopping = _stop_changed(state, cause=StopCause.SAVE_LOST)
+        return replace(stopping, exit_code=exitcodes.SAVE_FOLDER, reason=event.reason), []
     return state, []
 
 
@@ -213,8 +219,7 @@ def _on_store_lost(policy: Policy, state: State, event: JobStoreLost) -> tuple[S
         return finish(state, exitcodes.LAUNCHER_ERROR, event.reason)
     if state.phase in RUNNING:
         return stop(policy, state, signal.SIGTERM, event.now, StopCause.STORE_LOST, exitcodes.LAUNCHER_ERROR, event.reason)
-    if state.phase is Phase.STOPPING and state.current.stop.cause is StopCause.STALL:
-        # Stopping a stalled generation to retry it: without the store there is nothing to retry with.
+    if stopping_to_retry(state):  # without the store there is nothing to retry with
         stopping = _stop_changed(state, cause=StopCause.STORE_LOST)
         return replace(stopping, exit_code=exitcodes.LAUNCHER_ERROR, reason=event.reason), []
     return state, []

@@ -161,6 +161,11 @@ def stop(policy: Policy, state: State, signum: int, now: float, cause: StopCause
     return stopping, [SignalRun(signum)]
 
 
+def stopping_to_retry(state: State) -> bool:
+    """Stopping a stalled generation, which is then retried: anything that ends the run instead must say so."""
+    return state.phase is Phase.STOPPING and state.current.stop.cause is StopCause.STALL
+
+
 def start_init(state: State, now: float) -> tuple[State, list[Action]]:
     return replace(state, phase=Phase.INIT, current=GenerationRun(started_at=now)), [StartInit()]
 

@@ -10,7 +10,9 @@ from dataclasses import replace
 from pai_launch import exitcodes, privatedir
 from pai_launch.actions import Action, RecheckProgress, ScheduleRetry
 from pai_launch.events import Cause, Failure, GenerationEnded, GenerationRefused
-from pai_launch.machine_state import STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation
+from pai_launch.machine_state import (
+    STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation, stopping_to_retry,
+)
 
 
 def on_generation_refused(policy: Policy, state: State, event: GenerationRefused) -> tuple[State, list[Action]]:
@@ -76,7 +78,7 @@ def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Fai
 def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
     if event.fatal is not None and state.phase in (Phase.TRAINING, Phase.STOPPING):
         return finish(state, exitcodes.SAVE_FOLDER, event.fatal)
-    if event.stopped is not None and state.phase is Phase.TRAINING:
+    if event.stopped is not None and (state.phase is Phase.TRAINING or stopping_to_retry(state)):
         signum, why = event.stopped
         # Another node got --requeue-on's signal first: the job is still to be requeued (by node 0).
         state = replace(state, requeue=state.requeue or signum == policy.requeue_on)

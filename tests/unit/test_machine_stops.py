@@ -5,8 +5,9 @@ import signal
 
 import pytest
 
+from pai_launch import exitcodes
 from pai_launch.actions import Finish, KillRun, SignalRun, StartGeneration
-from pai_launch.events import Began, Failure, GenerationEnded, SignalReceived, Tick
+from pai_launch.events import Began, Failure, GenerationEnded, SaveFolderLost, SignalReceived, Tick
 from pai_launch.machine import Phase, Policy, start, step
 
 #: As `--stall-timeout 3 --grace 2` gives it (the stack dump wait is min(5, grace)); no agent ahead.
@@ -63,3 +64,32 @@ def test_every_stall_of_a_run_is_killed_at_its_own_deadline(stops):
         state, actions = step(policy, state, Tick(t))
         assert actions == [StartGeneration(state.generation)]
     assert kills == stops
+
+
+def test_slurms_requeue_signal_during_a_stalls_stop_ends_the_run_for_the_requeue_instead_of_a_retry():
+    # Found by the property test: the signal was dropped while stopping, so the stall was retried and the job then
+    # ran into Slurm's time limit without being requeued.
+    policy = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, agent_ahead=False, requeue_on=signal.SIGUSR1)
+    history = [Tick(3.0), Tick(5.0), SignalReceived(signal.SIGUSR1, 5.5)]
+    state, emitted = replay(history, policy=policy)
+    assert emitted[-1] == [] and state.requeue and state.phase is Phase.STOPPING
+    state, emitted = replay([*history, Tick(7.0), KILLED, Tick(8.0)], policy=policy)
+    assert emitted[-3] == [KillRun()]
+    assert emitted[-2] == [Finish(128 + signal.SIGUSR1, "SIGUSR1: stopped so that Slurm requeues the job")]
+    assert emitted[-1] == [] and state.requeue
+
+
+def test_a_job_wide_stop_during_a_stalls_stop_ends_the_run_instead_of_a_retry():
+    # Found by the property test: another node stopped the job while this one stopped its stalled workers, and
+    # this node retried the generation alone.
+    policy = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, agent_ahead=False, multi_node=True)
+    ended = GenerationEnded(failures=(Failure.worker(0, -15),), stopped=(signal.SIGTERM, "SIGTERM to node 0's pai-launch"),
+                            now=5.5)
+    state, emitted = replay([Tick(3.0), Tick(5.0), ended, Tick(8.0)], policy=policy)
+    assert emitted[-2] == [Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")] and emitted[-1] == []
+
+
+def test_the_save_folder_lost_during_a_stalls_stop_ends_the_run_with_exit_6_instead_of_a_retry():
+    # Found by the property test: the loss was ignored while stopping, and the stall's retry started a generation.
+    state, emitted = replay([Tick(3.0), Tick(5.0), SaveFolderLost("save folder PAI was removed", 5.5), KILLED, Tick(9.0)])
+    assert emitted[-2] == [Finish(exitcodes.SAVE_FOLDER, "save folder PAI was removed")] and emitted[-1] == []
