@@ -34,6 +34,7 @@ parser.add_argument("--fail-code", type=int, default=3)
 parser.add_argument("--fail-generation", default="1",
                     help="generation(s) in which the --fail-rank fails: N or a comma-separated list N,M")
 parser.add_argument("--fail-init", type=int, default=None, help="init run exits with this code")
+parser.add_argument("--fail-output", default=None, help="a failing rank or init run first writes this file to stderr")
 parser.add_argument("--no-progress", action="store_true", help="exit 0 without writing anything")
 parser.add_argument("--rewrite-switch", action="store_true", help="rewrite the same switch_2.pt every generation")
 parser.add_argument("--ignore-sigterm", action="store_true")
@@ -160,6 +161,8 @@ if args.record:
 if args.perforate_model_parallel:
     if args.fail_init is not None:
         print("init run failing on purpose", file=sys.stderr)
+        if args.fail_output:
+            sys.stderr.write(open(args.fail_output).read())
         sys.exit(args.fail_init)
     if args.ready_dir:
         _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"), "")
@@ -228,6 +231,9 @@ if args.fail_rank == rank and (args.fail_every or generation in fail_generations
         marker = os.path.join(args.save, ".training_complete")
         while not os.path.exists(own_switch) and not os.path.exists(marker):
             time.sleep(0.02)
+    if args.fail_output:
+        sys.stderr.write(open(args.fail_output).read())
+        sys.stderr.flush()
     if args.fail_signal is not None:
         print(f"rank {rank} killing itself with signal {args.fail_signal}", file=sys.stderr, flush=True)
         if args.fail_signal not in (signal.SIGKILL, signal.SIGSTOP):

@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 
-from pai_launch import nodeagent, procs, torchcompat
+from pai_launch import failure_causes, nodeagent, procs, torchcompat
 from pai_launch.crossnode import stopped_by_launcher
 from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
 from pai_launch.relay import LogRelay
@@ -59,7 +59,7 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
             except OSError:
                 continue
             if any(line.strip() for line in lines):
-                return "\n".join(lines[-_LOG_TAIL_LINES:])
+                return "\n".join(failure_causes.compact(lines)[-_LOG_TAIL_LINES:])
     return ""
 
 

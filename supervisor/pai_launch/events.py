@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from pai_launch import exitcodes
+from pai_launch import exitcodes, failure_causes
 from pai_launch.protocol import GenerationRequest, GenerationResult
 
 
@@ -195,7 +195,8 @@ class Failure:
 
     def describe(self) -> str:
         if self.cause is Cause.WORKER:
-            return f"rank {self.rank}{self.where} failed with {exitcodes.describe_returncode(self.returncode or 0)}"
+            return (f"rank {self.rank}{self.where} failed with {exitcodes.describe_returncode(self.returncode or 0)}"
+                    + failure_causes.summary(self.log_tail))
         if self.cause is Cause.LAUNCHER:
             return f"the launcher failed: {self.detail}"
         return self.detail

@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 from dataclasses import replace
 
-from pai_launch import exitcodes, outcomes
+from pai_launch import exitcodes, failure_causes, outcomes
 from pai_launch.actions import (
     Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportStall, SignalRun,
 )
@@ -231,7 +231,8 @@ def _on_init_exited(policy: Policy, state: State, event: InitExited) -> tuple[St
     if state.phase is not Phase.INIT:
         return state, []
     if event.returncode != 0:
-        return finish(state, exitcodes.INIT_FAILED, f"init run failed with {exitcodes.describe_returncode(event.returncode)}")
+        reason = f"init run failed with {exitcodes.describe_returncode(event.returncode)}"
+        return finish(state, exitcodes.INIT_FAILED, reason + failure_causes.summary(event.log_tail))
     if event.wrote_to is None:
         reason = "init run exited 0 but wrote no array_dims.csv: the script must call GPA.pai_tracker.save_tracker_settings()"
         return finish(state, exitcodes.INIT_FAILED, reason)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from pai_launch import exitcodes, machine, savedir
+from pai_launch import exitcodes, failure_causes, machine, savedir
 from pai_launch.events import (
     AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
@@ -85,7 +85,7 @@ class Observer:
             log = self.log.info if raw.returncode == 0 else self.log.error
             log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration)
             if raw.returncode != 0:
-                self.log.error("init_output_tail", tail=raw.log_tail)
+                self.log.error("init_output_tail", tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
@@ -146,7 +146,8 @@ class Observer:
         if event.failures and event.failures[0].log_tail:
             first = event.failures[0]
             where = {} if first.node is None else {"node": first.node, "host": first.host}
-            self.log.error("worker_log_tail", rank=first.rank, **where, tail=first.log_tail)
+            self.log.error("worker_log_tail", rank=first.rank, **where, tail=first.log_tail,
+                           log_line=failure_causes.explaining_line(first.log_tail)[:500])
         return event
 
 

@@ -3,6 +3,7 @@ service manager shows (systemd's STATUS=), both from the typed state."""
 
 from __future__ import annotations
 
+from pai_launch import failure_causes
 from pai_launch.events import Cause, GenerationEnded
 from pai_launch.exitcodes import describe_returncode
 from pai_launch.machine_state import Phase, Policy, State
@@ -24,7 +25,8 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "exit_codes": {str(f.rank): f.returncode for f in event.failures
                                                     if f.cause is Cause.WORKER and f.returncode is not None},
-                                     "reached_training": state.current.reached_training}
+                                     "reached_training": state.current.reached_training,
+                                     **failure_causes.fields(first.log_tail)}
     return "generation_failed", {**fields, "error": first.detail}
 
 

@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from pai_launch import failure_causes
 from pai_launch.status_model import (
     COMPLETE, FAILED, INTERRUPTED, NO_PROGRESS, RESTRUCTURED, RUNNING, STOPPED, Generation, InitRun, Problem, Session,
 )
@@ -89,6 +90,12 @@ def _problem_text(event: dict, keys: tuple[str, ...]) -> str:
     parts = [f"{key} {event[key]}" if key not in ("reason", "error", "problem", "tail") else str(event[key])
              for key in keys if event.get(key) not in (None, "")]
     return "; ".join(parts)
+
+
+def _cause_text(tail: str) -> str:
+    """'; cause: ... (pai-launch doctor check ...; fix: ...)' for a known failure, else nothing."""
+    cause = failure_causes.known_cause(tail)
+    return "" if cause is None else f"; cause: {cause.name} (pai-launch doctor check {cause.id}; fix: {cause.fix})"
 
 
 def _number(value: object) -> float | None:
@@ -212,9 +219,17 @@ class _Reader:
 
     def on_worker_log_tail(self, event: dict, now: float | None, session: Session) -> None:
         ended = [g for g in self.history.generations if g.outcome == FAILED]
-        tail = str(event.get("tail") or "").strip().splitlines()
-        if ended and tail and "last log line" not in ended[-1].detail:
-            ended[-1].detail += f"; last log line: {tail[-1][:200]}"
+        tail = str(event.get("tail") or "")
+        if ended and tail.strip() and "last log line" not in ended[-1].detail:
+            ended[-1].detail += f"; last log line: {failure_causes.explaining_line(tail)[:200]}{_cause_text(tail)}"
+
+    def on_init_output_tail(self, event: dict, now: float | None, session: Session) -> None:
+        """The tail as a problem line of its own; the init failure's line gets what explains it."""
+        self.history.problems.append(Problem(now, "init_output_tail", _problem_text(event, PROBLEM_EVENTS["init_output_tail"])))
+        tail = str(event.get("tail") or "")
+        failed = [p for p in self.history.problems if p.kind == "init_failed"]
+        if failed and tail.strip() and "last log line" not in failed[-1].text:
+            failed[-1].text += f"; last log line: {failure_causes.explaining_line(tail)[:200]}{_cause_text(tail)}"
 
     def on_retry_scheduled(self, event: dict, now: float | None, session: Session) -> None:
         self.history.retries += 1
