@@ -86,7 +86,8 @@ class LiveLine:
 
 class LineStream:
     """A file for structlog's PrintLogger: its writes (print writes the message, then the newline) are gathered into
-    whole lines before they reach the terminal."""
+    whole messages before they reach the terminal, so a message of several lines is written at once, the status line
+    drawn below its last line."""
 
     def __init__(self, live: LiveLine) -> None:
         self._live = live
@@ -94,10 +95,10 @@ class LineStream:
 
     def write(self, text: str) -> int:
         pending = getattr(self._pending, "text", "") + text
-        *lines, rest = pending.split("\n")
-        if lines:
-            self._live.write_line("\n".join(lines) + "\n")
-        self._pending.text = rest
+        if pending.endswith("\n"):
+            self._live.write_line(pending)
+            pending = ""
+        self._pending.text = pending
         return len(text)
 
     def flush(self) -> None:

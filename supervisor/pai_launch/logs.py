@@ -1,6 +1,9 @@
 """pai-launch's own log lines: readable on a terminal, JSON lines for systemd, Slurm and Docker, and a copy
 of every line of a run in SAVE/.pai-launch/events.jsonl.
 
+On a terminal a field whose value has several lines (a log tail) is printed below its event line, one indented
+line per line, so its last line (usually the error) is seen where it is, not at the end of one long line.
+
 pai-launch's own lines go to stderr. The training processes' stdout and stderr go to pai-launch's
 stdout and stderr, each worker line prefixed with `[rankN]: `. Every logger is built here with its
 own processor chain (no process-wide structlog configuration), so a run's events file belongs to
@@ -61,6 +64,37 @@ class EventsFile:
                 self._handle = None
 
 
+#: Fields the console renderer already prints on lines of their own, or as columns.
+_NOT_BLOCKS = frozenset({"event", "timestamp", "level", "logger", "logger_name", "exception", "exc_info", "stack"})
+
+
+def is_block(key: str, value: Any) -> bool:
+    """A field printed below the event line: a string with a line break."""
+    return key not in _NOT_BLOCKS and isinstance(value, str) and ("\n" in value or "\r" in value)
+
+
+def block_text(key: str, value: str) -> str:
+    """The lines under an event line for one multi-line field: its name, then each line of the value indented."""
+    lines = value.rstrip("\r\n").splitlines() or [""]
+    return f"\n  {key}:" + "".join(f"\n    {line}" if line else "\n" for line in lines)
+
+
+class ConsoleLines:
+    """structlog's console renderer, with multi-line string fields moved below the event line (`block_text`);
+    single-line fields are rendered as the console renderer renders them."""
+
+    def __init__(self, renderer: Any) -> None:
+        self._renderer = renderer
+
+    def __call__(self, logger: Any, method_name: str, event_dict: dict) -> str:
+        blocks = {key: value for key, value in event_dict.items() if is_block(key, value)}
+        if not blocks:
+            return self._renderer(logger, method_name, event_dict)
+        rest = {key: value for key, value in event_dict.items() if key not in blocks}
+        line = self._renderer(logger, method_name, rest).rstrip()
+        return line + "".join(block_text(key, value) for key, value in blocks.items())
+
+
 def wants_json(log_format: str, stream: TextIO) -> bool:
     if log_format == "json":
         return True
@@ -78,7 +112,7 @@ def make_logger(log_format: str = "auto", stream: TextIO | None = None, events: 
         renderer: Any = structlog.processors.JSONRenderer()
         timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=22)
+        renderer = ConsoleLines(structlog.dev.ConsoleRenderer(colors=stream.isatty(), pad_event_to=22))
         timestamper = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
     processors = [*([events] if events is not None else []), *extra, structlog.processors.add_log_level, timestamper,
                   renderer]

@@ -3,6 +3,9 @@
 torch writes each rank's output to files (so failures can show a log tail); this thread tails them.
 Unlike torch's own tee it can be drained on demand, so the agent may leave the moment the workers
 have exited without losing their last lines.
+
+A line gets one rank prefix: torch's own exception hook already starts a worker's traceback lines with
+`[rankN]: ` (and a script may print the same), so such a line is not labelled twice (`prefixed`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,20 @@ from typing import BinaryIO
 
 INTERVAL = 0.05
 _STREAMS = {"stdout.log": "stdout", "stderr.log": "stderr"}
+
+
+def prefixed(label: bytes, line: bytes) -> bytes:
+    """`line` under the rank's `label` (`[rank3]`, `[rank3 node1]`), once: a line that already starts with that label,
+    or with torch's `[rank3]: ` for the same rank, is not labelled again (torch's shorter prefix gives way to the
+    label, which names the node); another rank's prefix is part of the line."""
+    if line.startswith(label + b": "):
+        return line
+    rank = label[1:].split(b" ", 1)[0].rstrip(b"]")
+    if rank.startswith(b"rank") and rank[4:].isdigit():
+        own = b"[" + rank + b"]: "
+        if line.startswith(own):
+            line = line[len(own):]
+    return label + b": " + line
 
 
 class LogRelay:
@@ -52,9 +69,9 @@ class LogRelay:
                     continue
                 stream = _STREAMS[name]
                 sink = self._sinks[stream] if self._sinks is not None else getattr(sys, stream).buffer
-                self._copy(path, f"{self._label(int(local_rank))}: ".encode(), sink, final)
+                self._copy(path, self._label(int(local_rank)).encode(), sink, final)
 
-    def _copy(self, path: str, prefix: bytes, sink: BinaryIO, final: bool) -> None:
+    def _copy(self, path: str, label: bytes, sink: BinaryIO, final: bool) -> None:
         try:
             with open(path, "rb") as handle:
                 handle.seek(self._offsets.get(path, 0))
@@ -73,7 +90,7 @@ class LogRelay:
             self._partial[path] = rest
         if lines:
             try:
-                sink.write(b"".join(prefix + line + b"\n" for line in lines))
+                sink.write(b"".join(prefixed(label, line) + b"\n" for line in lines))
                 sink.flush()
             except (OSError, ValueError):
                 pass

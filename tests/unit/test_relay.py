@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.relay import LogRelay
+from pai_launch.relay import LogRelay, prefixed
 from tests.helpers import wait_until
 
 RUN = "pai-abc123_x7y8z9"
@@ -154,3 +154,43 @@ def test_the_running_relay_copies_lines_as_they_are_written_and_stop_drains_the_
 
     assert logs.out() == b"[rank0]: while running\n[rank0]: more\n[rank0]: last words\n"
     assert logs.out("stderr") == b"[rank1]: warning: on stderr\n"
+
+
+# --- one rank prefix per line ----------------------------------------------------------------------------
+def test_a_line_that_already_has_its_ranks_prefix_is_not_labelled_again(logs):
+    # torch's exception hook writes a worker's traceback as `[rankN]: ...`, the blank line between its parts bare.
+    logs.append(0, "stderr", b"[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\"\n\n"
+                             b"[rank0]: RuntimeError: boom\n")
+
+    logs.relay().stop()
+
+    assert logs.out("stderr") == (b"[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\"\n[rank0]: \n"
+                                  b"[rank0]: RuntimeError: boom\n")
+
+
+def test_another_ranks_prefix_is_part_of_the_line_and_normal_lines_are_labelled_once(logs):
+    logs.append(1, "stdout", b"[rank0]: what rank 0 said\nepoch 1\n[rank1]x not a prefix\n[rank10]: not rank 1\n")
+
+    logs.relay().stop()
+
+    assert logs.out() == (b"[rank1]: [rank0]: what rank 0 said\n[rank1]: epoch 1\n[rank1]: [rank1]x not a prefix\n"
+                          b"[rank1]: [rank10]: not rank 1\n")
+
+
+def test_in_a_multi_node_job_torchs_prefix_for_the_same_rank_gives_way_to_the_label_naming_the_node(tmp_path):
+    logs = Logs(tmp_path / "logs")
+    logs.append(1, "stderr", b"[rank5]: Traceback (most recent call last):\n[rank5 node1]: printed by the script\n"
+                             b"[rank4]: another rank\nplain\n")
+
+    LogRelay(str(logs.root), sinks=logs.sinks, label=lambda local_rank: f"[rank{4 + local_rank} node1]").stop()
+
+    assert logs.out("stderr") == (b"[rank5 node1]: Traceback (most recent call last):\n[rank5 node1]: printed by the script\n"
+                                  b"[rank5 node1]: [rank4]: another rank\n[rank5 node1]: plain\n")
+
+
+def test_prefixed_labels_a_line_once():
+    assert prefixed(b"[rank2]", b"hello") == b"[rank2]: hello"
+    assert prefixed(b"[rank2]", b"[rank2]: hello") == b"[rank2]: hello"
+    assert prefixed(b"[rank2]", b"[rank2]:hello") == b"[rank2]: [rank2]:hello"
+    assert prefixed(b"[rank2]", b"") == b"[rank2]: "
+    assert prefixed(b"[local rank 2 node1]", b"[rank2]: x") == b"[local rank 2 node1]: [rank2]: x"
