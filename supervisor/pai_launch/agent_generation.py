@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 
-from pai_launch import failure_causes, nodeagent, procs, torchcompat
+from pai_launch import agent_torchcompat, failure_causes, nodeagent, procs
 from pai_launch.crossnode import stopped_by_launcher
 from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
 from pai_launch.relay import LogRelay
@@ -138,10 +138,10 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
         node = nodeagent.NodeGeneration(request, link, generation)
         config = nodeagent.launch_config(request, generation, start_method)
     else:
-        config = torchcompat.launch_config(dict(
+        config = agent_torchcompat.launch_config(dict(
             min_nodes=1, max_nodes=1, nproc_per_node=request.nproc, run_id=request.elastic_run_id,
             rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-            logs_specs=torchcompat.logs_specs(request.log_dir),
+            logs_specs=agent_torchcompat.logs_specs(request.log_dir),
             shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
         ))
     if pool is not None:
@@ -149,7 +149,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
 
         # What torch's launcher puts in its own environment before it starts workers, and so a cold worker sees
         # (a torch without the option puts nothing there).
-        handled = torchcompat.signals_to_handle(config)
+        handled = agent_torchcompat.signals_to_handle(config)
         if handled is None:
             os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
         else:

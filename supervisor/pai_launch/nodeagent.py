@@ -16,7 +16,7 @@ import time
 
 import psutil
 
-from pai_launch import crossnode, savedir, torchcompat
+from pai_launch import agent_torchcompat, crossnode, savedir
 from pai_launch.agent_store import connect
 from pai_launch.crossnode import JobStopped, Member, NodeOutcome, StoreLink, StoreLost
 from pai_launch.nodes import generation_rendezvous_id
@@ -277,12 +277,12 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
 def launch_config(request: GenerationRequest, generation: int, start_method: str = "spawn"):
     nodes = request.nodes
     assert nodes is not None
-    return torchcompat.launch_config(dict(
+    return agent_torchcompat.launch_config(dict(
         min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes, nproc_per_node=request.nproc,
         run_id=generation_rendezvous_id(nodes.job_id, generation), rdzv_backend="c10d",
         rdzv_endpoint=f"{nodes.host}:{nodes.port}",
         rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
         max_restarts=0, monitor_interval=0.1, local_addr=nodes.local_addr,
-        logs_specs=torchcompat.logs_specs(request.log_dir),
+        logs_specs=agent_torchcompat.logs_specs(request.log_dir),
         shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
     ))
