@@ -10,8 +10,9 @@ import ast
 
 from pai_launch import doctor_names as names
 from pai_launch.doctor_checks_setup import in_ddp
-from pai_launch.doctor_env import wrapper_kind
+from pai_launch.doctor_env import guarded_candidates, wrapper_kind
 from pai_launch.doctor_flow import Event, Flow
+from pai_launch.doctor_guards import NOTHING, Meaning
 from pai_launch.doctor_model import ERROR, WARNING, Finding
 
 
@@ -30,11 +31,14 @@ def check_init_run(flow: Flow) -> list[Finding]:
         if not any(e.order > first.order and e.is_exit() and e.guards[:depth] == first.guards for e in flow.events):
             found.append(Finding("init-no-exit", WARNING, first.line,
                                  "the init run does not exit after save_tracker_settings(): it goes on training in "
-                                 "one process", "sys.exit(0) right after GPA.pai_tracker.save_tracker_settings()"))
+                                 "one process", "sys.exit(0) right after GPA.pai_tracker.save_tracker_settings()",
+                                 path=first.path))
         if not any(e.order < first.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
             found.append(Finding("init-exit-before-backward", WARNING, first.line,
                                  "save_tracker_settings() runs before any backward pass: the settings it records come "
-                                 "from the first backward", "call it right after the first loss.backward()"))
+                                 "from the first backward", "call it right after the first loss.backward()",
+                                 path=first.path))
+    found.extend(_init_process_group(flow))
     seen = set()
     for event in flow.calls(lambda n: names.is_dist(n, *names.NEEDS_GROUP)):
         if event.node in seen or event.mode.init is not True or event.mode.dist is True:
@@ -43,7 +47,29 @@ def check_init_run(flow: Flow) -> list[Finding]:
         found.append(Finding("init-barrier-unguarded", ERROR, event.line,
                              f"{names.tail(event.name)}() runs in the init run, which has no process group "
                              "(RuntimeError: default process group has not been initialized)",
-                             "guard it: if args.distributed: ... (or leave it out of the init run)"))
+                             "guard it: if args.distributed: ... (or leave it out of the init run)", path=event.path))
+    return found
+
+
+def _init_process_group(flow: Flow) -> list[Finding]:
+    """init_process_group where the init run (one plain process, no RANK) gets to it: an error where nothing
+    around it could keep the init run out, a warning where a condition doctor cannot read might."""
+    found, seen = [], set()
+    for event in flow.calls(lambda n: names.is_dist(n, "init_process_group")):
+        mode = event.mode
+        if event.node in seen or mode.init is False or mode.dist is True:
+            continue
+        seen.add(event.node)
+        explicit = len(event.node.args) > 4 or any(k.arg == "rank" for k in event.node.keywords)
+        certain = mode.init is True or not (event.detached or explicit or any(g.meaning == NOTHING
+                                                                                for g in event.guards))
+        where = "at import time" if event.depth == 0 and not event.guards else "on the init run's path"
+        found.append(Finding(
+            "init-process-group-unguarded", ERROR if certain else WARNING, event.line,
+            f"init_process_group() runs {where}: the init run is one plain process (--perforate_model_parallel, "
+            "no torchrun) and dies with \"environment variable RANK expected, but not set\"",
+            "guard it: if not args.perforate_model_parallel: dist.init_process_group(...) (or if \"RANK\" in "
+            "os.environ:), or use pai_launch.training.start", path=event.path))
     return found
 
 
@@ -58,14 +84,17 @@ def check_validation(flow: Flow) -> list[Finding]:
     ddp = flow.is_ddp()
     for event in flow.calls(lambda n: names.is_tracker(n, "add_validation_score")):
         argument = _model_argument(event)
-        kind = wrapper_kind(argument, event.env, flow.name_of) if argument is not None else None
-        if kind == "dp" or (kind == "ddp" and in_ddp(event)):
+        wrapped = _wrapped(argument, event) if argument is not None else None
+        if wrapped is not None:
+            kind, severity = wrapped
             wrapper = "DistributedDataParallel" if kind == "ddp" else "DataParallel"
             found.setdefault(("validation-score-wrapped-model", event.line), Finding(
-                "validation-score-wrapped-model", ERROR, event.line,
+                "validation-score-wrapped-model", severity, event.line,
                 f"add_validation_score gets the {wrapper} wrapper, not the model: PerforatedAI restructures and "
-                "reloads the network it is given",
-                "pass the unwrapped model: add_validation_score(score, model.module)"))
+                "reloads the network it is given" + ("" if severity == ERROR else
+                                                     " (where the wrapper is built under a condition doctor cannot "
+                                                     "tie to this call)"),
+                "pass the unwrapped model: add_validation_score(score, model.module)", path=event.path))
         if not ddp or not in_ddp(event):
             continue
         if event.mode.rank0 is True:
@@ -75,34 +104,69 @@ def check_validation(flow: Flow) -> list[Finding]:
                     "only rank 0 calls add_validation_score and nothing shares restructured/training_complete: the "
                     "other ranks never leave the generation (hang)",
                     "every rank calls it with the same score, or rank 0 broadcasts the two flags "
-                    "(dist.broadcast_object_list)"))
+                    "(dist.broadcast_object_list)", path=event.path))
         elif not flow.taken_in_turn(event):
             found.setdefault(("validation-score-race", event.line), Finding(
                 "validation-score-race", WARNING, event.line,
                 "every rank calls add_validation_score at once: at a dendrite switch each reads SAVE/best_model.pt "
                 "while rank 0 may be rewriting it (rare KeyError)",
                 "call it one rank at a time, rank 0 first (a loop over ranks with dist.barrier()), or use "
-                "pai_launch.training.add_validation_score(run, score, model)"))
+                "pai_launch.training.add_validation_score(run, score, model)", path=event.path))
     return list(found.values())
 
 
+def _with_polarity(node: ast.AST, negated: bool = False):
+    """Each node of a condition, with whether it stands under a `not`."""
+    yield node, negated
+    inner = negated != (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not))
+    for child in ast.iter_child_nodes(node):
+        yield from _with_polarity(child, inner)
+
+
+def _contradicts(a: Meaning, b: Meaning) -> bool:
+    return any(x is not None and y is not None and x != y
+               for x, y in ((a.init, b.init), (a.dist, b.dist), (a.rank0, b.rank0)))
+
+
+def _wrapped(argument: ast.AST, event: Event) -> tuple[str, str] | None:
+    """(wrapper kind, severity) when the argument may hold a DDP/DataParallel wrapper at this call. An error where the
+    wrapper is built unconditionally or under conditions doctor reads (or this call's own); nothing where its
+    condition excludes this call (the same test the other way, `if DP: ... else: score(model)`); else a warning."""
+    worst = None
+    for value, scope, when in guarded_candidates(argument, event.env):
+        kind = wrapper_kind(value, scope)
+        if kind is None or (kind == "ddp" and not in_ddp(event)):
+            continue
+        tests = {(ast.dump(g.node.test), g.positive) for g in event.guards}
+        if any((ast.dump(g.node.test), not g.positive) in tests or _contradicts(g.meaning, event.mode) for g in when):
+            continue
+        certain = all((ast.dump(g.node.test), g.positive) in tests or g.meaning != NOTHING for g in when)
+        if worst is None or certain:
+            worst = (kind, ERROR if certain else WARNING)
+        if certain:
+            break
+    return worst
+
+
 def _flag_words(test: ast.AST, result_names: set[str]) -> tuple[bool, bool]:
-    """(mentions restructured, mentions training_complete) in an if's condition."""
+    """(mentions restructured, holds only when training is complete) for an if's condition: `restructured and not
+    training_complete` is about restructured alone."""
     restructured = complete = False
-    for node in ast.walk(test):
+    for node, negated in _with_polarity(test):
         word = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
         low = word.lower()
         restructured |= "restructur" in low or (word, 1) in result_names
-        complete |= "complete" in low or (word, 2) in result_names
+        complete |= not negated and ("complete" in low or (word, 2) in result_names)
     return restructured, complete
 
 
 def _result_names(flow: Flow) -> set:
     """(name, position) of the names `a, restructured, complete = ...add_validation_score(...)` unpacks into."""
     found = set()
-    for node in ast.walk(flow.tree):
+    nodes = (node for module in flow.modules for node in ast.walk(module.tree))
+    for node in nodes:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple) and len(node.targets[0].elts) == 3:
-            if any(isinstance(c, ast.Call) and names.tail(flow.name_of(c.func)) == "add_validation_score"
+            if any(isinstance(c, ast.Call) and names.tail(names.dotted(c.func, {})) == "add_validation_score"
                    for c in ast.walk(node.value)):
                 for position in (1, 2):
                     element = node.targets[0].elts[position]
@@ -144,13 +208,17 @@ def check_completion_order(flow: Flow) -> list[Finding]:
             return [Finding("restructured-before-complete", ERROR, node.lineno,
                             "restructured is checked (and the generation left) before training_complete: at the end "
                             "both are True, so the run restarts forever instead of finishing",
-                            "check training_complete first: if training_complete: ... elif restructured: ...")]
-    elif [n for n, e in restructure if in_ddp(e) and e.under(n)]:
-        node = restructure[0][0]
-        return [Finding("restructure-no-exit", WARNING, node.lineno,
-                        "under DDP the ranks go on after a restructure: the DDP wrapper still holds the old "
-                        "parameters, and pai-launch expects every rank to exit 0 for the next generation",
-                        "on restructured: dist.barrier(); dist.destroy_process_group(); sys.exit(0)")]
+                            "check training_complete first: if training_complete: ... elif restructured: ...",
+                            path=first.path)]
+    else:
+        staying = [(n, e) for n, e in restructure if in_ddp(e) and e.under(n)]
+        if staying:
+            node, first = staying[0]
+            return [Finding("restructure-no-exit", WARNING, node.lineno,
+                            "under DDP the ranks go on after a restructure: the DDP wrapper still holds the old "
+                            "parameters, and pai-launch expects every rank to exit 0 for the next generation",
+                            "on restructured: dist.barrier(); dist.destroy_process_group(); sys.exit(0)",
+                            path=first.path)]
     return []
 
 
@@ -166,7 +234,7 @@ def check_marker(flow: Flow) -> list[Finding]:
                         "'.training_complete'), 'w').write('complete')")]
     return [Finding("marker-every-rank", WARNING, e.line,
                     "every rank writes SAVE/.training_complete, not rank 0 alone (concurrent writes to one file)",
-                    "guard the write: if dist.get_rank() == 0:")
+                    "guard the write: if dist.get_rank() == 0:", path=e.path)
             for e in markers if in_ddp(e) and e.mode.rank0 is not True][:1]
 
 
@@ -192,12 +260,12 @@ def check_generation_end(flow: Flow) -> list[Finding]:
         if not any(names.is_barrier(n) for n in called):
             found.append(Finding("generation-end-barrier", WARNING, last.line,
                                  "a rank leaves the generation without a barrier: it may exit while rank 0 is still "
-                                 "writing PerforatedAI's files", "dist.barrier() before the exit"))
+                                 "writing PerforatedAI's files", "dist.barrier() before the exit", path=last.path))
         if not any(names.is_destroy(n) for n in called):
             found.append(Finding("generation-end-destroy", WARNING, last.line,
                                  "a rank leaves the generation without dist.destroy_process_group() (its exit may "
                                  "hang or report errors)",
-                                 "dist.barrier(); dist.destroy_process_group() before the exit"))
+                                 "dist.barrier(); dist.destroy_process_group() before the exit", path=last.path))
     return found
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from pai_launch import doctor_names as names
-from pai_launch.doctor_env import candidates
+from pai_launch.doctor_env import candidates, wrapper_kind
 from pai_launch.doctor_flow import Event, Flow
 from pai_launch.doctor_model import ERROR, WARNING, Finding
 
@@ -34,10 +34,21 @@ def in_ddp(event: Event) -> bool:
     return mode.init is not True and mode.dist is not False
 
 
+def _accepts(flow: Flow, flag: str) -> bool:
+    return any(s == flag or s.startswith(flag + "=") for s in flow.strings)
+
+
 def check_flags(flow: Flow) -> list[Finding]:
     found = []
     for flag, ident, why, fix in FLAGS:
-        if not any(s == flag or s.startswith(flag + "=") for s in flow.strings):
+        if _accepts(flow, flag):
+            continue
+        hyphens = flag.replace("_", "-")
+        if _accepts(flow, hyphens):
+            found.append(Finding(ident, ERROR, None, f"the script spells the option {hyphens}: {why}, and argparse "
+                                 f"does not read {flag} as {hyphens} (unrecognized arguments, exit 2)",
+                                 f'add the underscore spelling: parser.add_argument("{hyphens}", "{flag}", ...)'))
+        else:
             found.append(Finding(ident, ERROR, None, f"the script does not accept {flag}: {why}, and argparse "
                                  "exits 2 on an unknown option", f"add {fix}"))
     return found
@@ -58,7 +69,7 @@ def check_prompts(flow: Flow) -> list[Finding]:
         elif all(e.order > first.order for e in setters):
             found.append(Finding(ident, severity, setters[0].line,
                                  f"{setter} comes after perforate_model (line {first.line}): {why}",
-                                 f"move {setter} before UPA.perforate_model"))
+                                 f"move {setter} before UPA.perforate_model", path=setters[0].path))
     return found
 
 
@@ -84,7 +95,7 @@ def check_perforate_in_turn(flow: Flow) -> list[Finding]:
             "every rank calls UPA.perforate_model at once: each rewrites SAVE/<save>_config.json while the "
             "others read it (JSONDecodeError at start-up)",
             "call it one rank at a time (for r in range(world): if r == rank: perforate; dist.barrier()), "
-            "or use pai_launch.training.perforate_model(run, model, ...)"))
+            "or use pai_launch.training.perforate_model(run, model, ...)", path=event.path))
     return found
 
 
@@ -103,7 +114,8 @@ def check_resume(flow: Flow) -> list[Finding]:
         return [Finding("load-after-optimizer", WARNING, loads[0].line,
                         f"the checkpoint is loaded after the optimizer is built (line {optimizers[0].line}): the "
                         "optimizer steps the parameters from before the load, not the loaded dendrites",
-                        "load the switch checkpoint first, then call GPA.pai_tracker.setup_optimizer")]
+                        "load the switch checkpoint first, then call GPA.pai_tracker.setup_optimizer",
+                        path=loads[0].path)]
     return []
 
 
@@ -116,7 +128,8 @@ def check_optimizer(flow: Flow) -> list[Finding]:
                     f"the optimizer is not built by GPA.pai_tracker.setup_optimizer{where}: the tracker has no "
                     "optimizer to reset when it adds dendrites",
                     "GPA.pai_tracker.set_optimizer(torch.optim.X); optimizer, scheduler = "
-                    "GPA.pai_tracker.setup_optimizer(model, optim_args, sched_args)")]
+                    "GPA.pai_tracker.setup_optimizer(model, optim_args, sched_args)",
+                    path=plain[0].path if plain else None)]
 
 
 #: DistributedDataParallel's parameters by position (torch 2.x).
@@ -166,13 +179,37 @@ def check_ddp_flags(flow: Flow) -> list[Finding]:
                                  "DistributedDataParallel is built without find_unused_parameters=True: PerforatedAI "
                                  "leaves parameters out of the graph and DDP's reducer raises on the next step",
                                  "DistributedDataParallel(model, ..., find_unused_parameters=True, "
-                                 "broadcast_buffers=False)"))
+                                 "broadcast_buffers=False)", path=event.path))
         if _flag(event, "broadcast_buffers") is True:
             found.append(Finding("ddp-broadcast-buffers", ERROR, event.line,
                                  "DistributedDataParallel broadcasts buffers (broadcast_buffers=True is the default): "
                                  "PerforatedAI's tracker buffer differs in length per rank and gloo/nccl abort with a "
-                                 "size mismatch", "pass broadcast_buffers=False (and find_unused_parameters=True)"))
+                                 "size mismatch", "pass broadcast_buffers=False (and find_unused_parameters=True)",
+                                 path=event.path))
     return found
 
 
-CHECKS = (check_flags, check_prompts, check_perforate_in_turn, check_resume, check_optimizer, check_ddp_flags)
+def check_wrapper_discarded(flow: Flow) -> list[Finding]:
+    """`model = DDP(model); model = model.module` before any training: the wrapper is gone, so no gradient sync."""
+    found = []
+    wraps = flow.calls(names.is_ddp)
+    for event in (e for e in flow.events if e.kind == "unwrap"):
+        source = event.node.value.value
+        if not (isinstance(source, ast.Name) and source.id == event.name or isinstance(source, ast.Call)):
+            continue
+        if wrapper_kind(source, event.env) != "ddp":
+            continue
+        built = max((w.order for w in wraps if w.order < event.order), default=-1)
+        if any(built < e.order < event.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
+            continue  # unwrapped after training (to save or score it), not instead of it
+        found.append(Finding("ddp-wrapper-discarded", ERROR, event.line,
+                             f"{event.name} = {ast.unparse(event.node.value)} throws the DistributedDataParallel "
+                             "wrapper away right after it is built: the ranks train without gradient sync",
+                             f"keep the wrapper for training (ddp_model = DistributedDataParallel(...)) and use "
+                             f"{ast.unparse(event.node.value)} only where the unwrapped model is needed",
+                             path=event.path))
+    return found
+
+
+CHECKS = (check_flags, check_prompts, check_perforate_in_turn, check_resume, check_optimizer, check_ddp_flags,
+          check_wrapper_discarded)

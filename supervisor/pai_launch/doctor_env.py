@@ -10,6 +10,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from pai_launch import doctor_names as names
+
 MAX_FOLLOW = 8
 
 
@@ -21,6 +23,17 @@ class Binding:
     env: "Env | None" = None
     index: int | None = None
     alts: tuple["Binding", ...] = ()
+    when: tuple = ()  # the Guards (doctor_guards) of the ifs around the assignment
+
+
+@dataclass(frozen=True)
+class Source:
+    """The file a module scope belongs to: its path as shown in findings and its imports (local name -> dotted)."""
+
+    path: str
+    imports: dict[str, str]
+    #: dotted name -> (the project's def it names, the module scope it closes over), for calls into other files
+    follow: Callable[[str | None], "tuple[ast.AST, Env] | None"] | None = None
 
 
 @dataclass
@@ -29,6 +42,16 @@ class Env:
 
     parent: "Env | None" = None
     names: dict[str, Binding] = field(default_factory=dict)
+    source: Source | None = None  # set on a module's scope
+
+    def file(self) -> Source | None:
+        """The file whose code this scope runs (its module scope's Source)."""
+        scope: Env | None = self
+        while scope is not None:
+            if scope.source is not None:
+                return scope.source
+            scope = scope.parent
+        return None
 
     def lookup(self, name: str) -> Binding | None:
         scope: Env | None = self
@@ -39,11 +62,11 @@ class Env:
         return None
 
     def copy(self) -> "Env":
-        return Env(self.parent, dict(self.names))
+        return Env(self.parent, dict(self.names), self.source)
 
     def snapshot(self) -> "Env":
         """This scope and every enclosing one as they are now (later assignments do not show in it)."""
-        return Env(self.parent.snapshot() if self.parent is not None else None, dict(self.names))
+        return Env(self.parent.snapshot() if self.parent is not None else None, dict(self.names), self.source)
 
     def merge(self, other: "Env") -> "Env":
         """After an if/else: a name bound differently on the two paths holds either value."""
@@ -54,37 +77,51 @@ class Env:
                 merged[name] = binding
             elif mine is not binding:
                 merged[name] = Binding(None, alts=(mine, binding))
-        return Env(self.parent, merged)
+        return Env(self.parent, merged, self.source)
 
 
 def candidates(expr: ast.AST, env: Env | None, depth: int = 0) -> Iterator[tuple[ast.AST, Env | None]]:
     """The expressions `expr` may stand for: names followed back through their bindings."""
+    for value, scope, _when in guarded_candidates(expr, env, depth):
+        yield value, scope
+
+
+def guarded_candidates(expr: ast.AST, env: Env | None, depth: int = 0,
+                       when: tuple = ()) -> Iterator[tuple[ast.AST, Env | None, tuple]]:
+    """candidates(), each with the Guards of the ifs around the assignments it was followed through."""
     if depth > MAX_FOLLOW:
         return
     if isinstance(expr, ast.Name) and env is not None:
         binding = env.lookup(expr.id)
         if binding is not None:
-            yield from _binding_candidates(binding, depth + 1)
+            yield from _binding_candidates(binding, depth + 1, when)
             return
-    yield expr, env
+    yield expr, env, when
 
 
-def _binding_candidates(binding: Binding, depth: int) -> Iterator[tuple[ast.AST, Env | None]]:
+def _binding_candidates(binding: Binding, depth: int, when: tuple) -> Iterator[tuple[ast.AST, Env | None, tuple]]:
     for alt in binding.alts:
-        yield from _binding_candidates(alt, depth + 1)
+        yield from _binding_candidates(alt, depth + 1, when)
     if binding.expr is None:
         return
+    when = when + tuple(g for g in binding.when if g not in when)
     if binding.index is None:
-        yield from candidates(binding.expr, binding.env, depth)
+        yield from guarded_candidates(binding.expr, binding.env, depth, when)
     elif isinstance(binding.expr, (ast.Tuple, ast.List)) and binding.index < len(binding.expr.elts):
-        yield from candidates(binding.expr.elts[binding.index], binding.env, depth)
+        yield from guarded_candidates(binding.expr.elts[binding.index], binding.env, depth, when)
 
 
 def function_of(expr: ast.AST, env: Env | None) -> tuple[ast.AST, Env | None] | None:
-    """The local def or lambda that `expr` names, with the scope it closes over; None for anything else."""
+    """The def or lambda that `expr` names (the script's, or one in another file of the project it imports), with
+    the scope it closes over; None for anything else."""
     for value, scope in candidates(expr, env):
         if isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             return value, scope
+        source = scope.file() if scope is not None else None
+        if isinstance(value, (ast.Name, ast.Attribute)) and source is not None and source.follow is not None:
+            found = source.follow(names.dotted(value, source.imports))
+            if found is not None:
+                return found
     return None
 
 
@@ -121,30 +158,33 @@ def returned(function: ast.AST) -> list[ast.expr]:
     return found
 
 
-def wrapper_kind(expr: ast.AST, env: Env | None, name_of: Callable[[ast.AST], str | None],
-                 depth: int = 0) -> str | None:
-    """"ddp" or "dp" when `expr` may hold the DistributedDataParallel / DataParallel wrapper, else None."""
-    from pai_launch import doctor_names as names
+def name_in(expr: ast.AST, env: Env | None) -> str | None:
+    """The dotted name of `expr` with the imports of the file `env` belongs to."""
+    source = env.file() if env is not None else None
+    return names.dotted(expr, source.imports if source is not None else {})
 
+
+def wrapper_kind(expr: ast.AST, env: Env | None, depth: int = 0) -> str | None:
+    """"ddp" or "dp" when `expr` may hold the DistributedDataParallel / DataParallel wrapper, else None."""
     if depth > 3:
         return None
     for value, scope in candidates(expr, env):
         if not isinstance(value, ast.Call):
             continue
-        callee = name_of(value.func)
+        callee = name_in(value.func, scope)
         if names.is_ddp(callee) or names.is_training(callee, "wrap_ddp"):
             return "ddp"
         if names.is_data_parallel(callee):
             return "dp"
         if callee and callee.endswith((".to", ".cuda")) and isinstance(value.func, ast.Attribute):
-            kind = wrapper_kind(value.func.value, scope, name_of, depth + 1)
+            kind = wrapper_kind(value.func.value, scope, depth + 1)
             if kind:
                 return kind
         local = function_of(value.func, scope)
         if local is not None:
             inner = bind_call(local[0], value.args, value.keywords, scope, local[1])
             for result in returned(local[0]):
-                kind = wrapper_kind(result, inner, name_of, depth + 1)
+                kind = wrapper_kind(result, inner, depth + 1)
                 if kind:
                     return kind
     return None

@@ -2,8 +2,11 @@
 
 The walk starts at the module's top level and steps into the script's own functions where they are called (defs,
 nested defs, lambdas, and callables handed to other calls: `in_turn(lambda: ...)`, `mp.spawn(worker)`), a few levels
-deep. Each call becomes an Event that remembers the ifs and loops around it and what the names meant there, which is
-what the protocol checks read. Functions never reached that way are walked afterwards, on their own.
+deep. An import of one of the project's own files (doctor_project) walks that file's top level where the import
+stands, and a call into one of its functions is walked like a call into the script's own. Each call becomes an
+Event that remembers the ifs and loops around it and what the names meant there, which is what the protocol checks
+read. Functions never reached that way are walked afterwards, on their own (their events are `detached`: nothing
+says when, or whether, they run).
 """
 
 from __future__ import annotations
@@ -12,10 +15,14 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from pai_launch import doctor_names as names
-from pai_launch.doctor_env import Binding, Env, argparse_defaults, bind_call, candidates, function_of
+from pai_launch.doctor_env import Binding, Env, Source, argparse_defaults, bind_call, candidates, function_of, name_in
 from pai_launch.doctor_guards import NOTHING, Meaning, is_turn, meaning
+from pai_launch.doctor_model import Unresolved
+from pai_launch.doctor_project import Module, Project
 
 MAX_DEPTH = 6
+MAX_IMPORTS = 5  # files imported from files imported from ... the script
+MAX_UNRESOLVED = 8
 MARKER = ".training_complete"
 EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
@@ -30,7 +37,8 @@ class Guard:
 @dataclass(frozen=True)
 class Event:
     """One thing the script does: kind "call" (name: dotted callee), "marker" (writes .training_complete),
-    "break", "return", "exit" (raise SystemExit) or "assign" (name: the attribute assigned)."""
+    "break", "return", "exit" (raise SystemExit), "assign" (name: the attribute assigned) or "unwrap" (`NAME =
+    X.module`; name: the name assigned)."""
 
     order: int
     kind: str
@@ -41,10 +49,17 @@ class Event:
     serialized: bool
     depth: int
     env: Env
+    detached: bool = False
 
     @property
     def line(self) -> int:
         return getattr(self.node, "lineno", 0)
+
+    @property
+    def path(self) -> str | None:
+        """The file the event is in, as the report shows it."""
+        source = self.env.file()
+        return source.path if source is not None else None
 
     @property
     def mode(self) -> Meaning:
@@ -68,20 +83,25 @@ class Ctx:
     loops: tuple[ast.AST, ...] = ()
     serialized: bool = False
     stack: tuple[ast.AST, ...] = ()
+    imports: tuple[Module, ...] = ()
+    detached: bool = False
 
 
 @dataclass
 class Flow:
-    """The walk's result: the events in order, the imports, and the argparse options (dest -> default)."""
+    """The walk's result: the events in order, the files read, every import (local name -> dotted, all files), the
+    argparse options (dest -> default), the string constants, and the calls it could not see into."""
 
-    tree: ast.Module
+    modules: list[Module]
     imports: dict[str, str]
     events: list[Event] = field(default_factory=list)
     options: dict[str, object] = field(default_factory=dict)
     strings: set[str] = field(default_factory=set)
+    unresolved: list[Unresolved] = field(default_factory=list)
 
-    def name_of(self, expr: ast.AST) -> str | None:
-        return names.dotted(expr, self.imports)
+    def name_of(self, expr: ast.AST, env: Env | None = None) -> str | None:
+        """The dotted name of `expr`, with the imports of the file `env` belongs to (the entry script's without)."""
+        return name_in(expr, env) if env is not None else names.dotted(expr, self.modules[0].imports)
 
     def calls(self, predicate) -> list[Event]:
         return [e for e in self.events if e.kind == "call" and predicate(e.name)]
@@ -107,34 +127,102 @@ class Flow:
                                or names.is_training(n, "wrap_ddp") or names.is_training(n, "start")))
 
 
-def _terminates(body: list[ast.stmt], imports: dict[str, str]) -> bool:
+def _terminates(body: list[ast.stmt], env: Env) -> bool:
     last = body[-1] if body else None
     if isinstance(last, EXITS):
         return True
     return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
-        and names.is_exit(names.dotted(last.value.func, imports))
+        and names.is_exit(name_in(last.value.func, env))
 
 
 class _Walker:
-    def __init__(self, flow: Flow):
+    def __init__(self, flow: Flow, project: Project):
         self.flow = flow
+        self.project = project
         self.visited: set[ast.AST] = set()
+        self.scopes: dict[object, Env] = {}  # module path -> its module scope, once its top level was walked
+        self.done = False
+
+    # files ------------------------------------------------------------------------------------------------------
+    def module_scope(self, module: Module) -> Env:
+        env = Env(source=Source(module.shown, module.imports, self.follow))
+        for stmt in module.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                env.names[stmt.name] = Binding(stmt, env)
+        return env
+
+    def run_module(self, module: Module, ctx: Ctx) -> Env:
+        """Walk a project file's top level (as its import runs it), once; a cycle or too deep an import is skipped."""
+        if module.path in self.scopes or module in ctx.imports or len(ctx.imports) >= MAX_IMPORTS:
+            return self.scopes.get(module.path) or self.module_scope(module)
+        env = self.module_scope(module)
+        self.scopes[module.path] = env
+        if module not in self.flow.modules:
+            self.flow.modules.append(module)
+        self.block(module.tree.body, replace(ctx, imports=ctx.imports + (module,), stack=()), env)
+        return env
+
+    def follow(self, dotted: str | None) -> tuple[ast.AST, Env] | None:
+        """The project's def that a dotted name reaches, with its file's module scope."""
+        found = self.project.function(dotted)
+        if found is None:
+            return None
+        function, module = found
+        scope = self.scopes.get(module.path)
+        if scope is None:
+            scope = self.module_scope(module) if self.done else self.run_module(module, Ctx())
+        return function, scope
+
+    def imported(self, stmt: ast.Import | ast.ImportFrom, ctx: Ctx, env: Env) -> None:
+        """An import of the project's own files runs their top level here."""
+        source = env.file()
+        imports = source.imports if source is not None else {}
+        if isinstance(stmt, ast.Import):
+            dotted = [alias.name for alias in stmt.names]
+        elif stmt.level == 0 and stmt.module:
+            dotted = [stmt.module] + [f"{stmt.module}.{alias.name}" for alias in stmt.names]
+        else:
+            dotted = [imports.get(alias.asname or alias.name, "").rsplit(".", 1)[0] for alias in stmt.names] \
+                + [imports.get(alias.asname or alias.name, "") for alias in stmt.names]
+        for name in dict.fromkeys(dotted):
+            parts = name.split(".")
+            for cut in range(1, len(parts) + 1):  # `import a.b.c` runs a, then a.b, then a.b.c
+                module = self.project.find(".".join(parts[:cut])) if name else None
+                if module is not None:
+                    self.run_module(module, ctx)
+
+    def note_unresolved(self, name: str | None, node: ast.AST, env: Env) -> None:
+        source = env.file()
+        if source is None or len(self.flow.unresolved) >= MAX_UNRESOLVED:
+            return
+        why = self.project.why_unresolved(name, source.imports)
+        if why is None:
+            return
+        module = name.rsplit(".", 1)[0] if name and "." in name else name
+        if any(u.call.rsplit(".", 1)[0] == module or u.why == why for u in self.flow.unresolved):
+            return
+        self.flow.unresolved.append(Unresolved(name, source.path, getattr(node, "lineno", None), why))
 
     # statements -------------------------------------------------------------------------------------------------
     def block(self, body: list[ast.stmt], ctx: Ctx, env: Env) -> Env:
         for stmt in body:
             env = self.statement(stmt, ctx, env)
-            if isinstance(stmt, ast.If) and not stmt.orelse and _terminates(stmt.body, self.flow.imports):
+            if isinstance(stmt, ast.If) and not stmt.orelse and _terminates(stmt.body, env):
                 ctx = replace(ctx, guards=ctx.guards + (Guard(stmt, False, meaning(stmt.test, False, env)),))
         return env
 
     def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             env.names[stmt.name] = Binding(stmt, env)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self.imported(stmt, ctx, env)
         elif isinstance(stmt, ast.Expr):
             self.expr(stmt.value, ctx, env)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.expr(stmt.value, ctx, env)
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Attribute) and stmt.value.attr == "module" \
+                    and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                self.emit("unwrap", stmt.targets[0].id, stmt, ctx, env)  # model = model.module
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
                 self.bind(target, stmt.value, ctx, env, augmented=isinstance(stmt, ast.AugAssign))
@@ -182,21 +270,21 @@ class _Walker:
         no = Guard(stmt, False, meaning(stmt.test, False, env))
         after_yes = self.block(stmt.body, replace(ctx, guards=ctx.guards + (yes,)), env.copy())
         after_no = self.block(stmt.orelse, replace(ctx, guards=ctx.guards + (no,)), env.copy())
-        if _terminates(stmt.body, self.flow.imports):
+        if _terminates(stmt.body, env):
             return after_no
-        if stmt.orelse and _terminates(stmt.orelse, self.flow.imports):
+        if stmt.orelse and _terminates(stmt.orelse, env):
             return after_yes
         return after_yes.merge(after_no)
 
     def bind(self, target: ast.AST, value: ast.AST | None, ctx: Ctx, env: Env, augmented: bool = False) -> None:
         if isinstance(target, ast.Name):
-            env.names[target.id] = Binding(None if augmented else value, env)
+            env.names[target.id] = Binding(None if augmented else value, env, when=ctx.guards)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for index, element in enumerate(target.elts):
                 if isinstance(element, ast.Name):
-                    env.names[element.id] = Binding(value, env, index=index)
+                    env.names[element.id] = Binding(value, env, index=index, when=ctx.guards)
         elif isinstance(target, ast.Attribute):
-            self.emit("assign", self.flow.name_of(target), target, ctx, env)
+            self.emit("assign", name_in(target, env), target, ctx, env)
 
     # expressions ------------------------------------------------------------------------------------------------
     def expr(self, node: ast.AST | None, ctx: Ctx, env: Env) -> None:
@@ -222,9 +310,11 @@ class _Walker:
             self.emit("call", getattr(local[0], "name", "<lambda>"), node, ctx, env)
             self.enter(local, node.args, node.keywords, ctx, env)
             return
-        name = self.flow.name_of(node.func)
-        held = [self.flow.name_of(value) for value, _scope in candidates(node.func, env)
+        name = name_in(node.func, env)
+        held = [name_in(value, scope) for value, scope in candidates(node.func, env)
                 if value is not node.func and isinstance(value, (ast.Name, ast.Attribute))]
+        if not held:
+            self.note_unresolved(name, node, env)
         if isinstance(node.func, ast.Name) and held:  # a name holding a callable: end(run) with end=pt.end_generation
             name = held[0]
             for other in held[1:]:
@@ -276,20 +366,24 @@ class _Walker:
 
     def emit(self, kind: str, name: str | None, node: ast.AST, ctx: Ctx, env: Env) -> None:
         self.flow.events.append(Event(len(self.flow.events), kind, name, node, ctx.guards, ctx.loops,
-                                      ctx.serialized, len(ctx.stack), env.snapshot()))
+                                      ctx.serialized, len(ctx.stack), env.snapshot(), ctx.detached))
 
 
-def walk(tree: ast.Module) -> Flow:
-    """The events of one process running the script, top level first, then functions nothing reached."""
-    flow = Flow(tree, names.import_map(tree), options=argparse_defaults(tree))
-    flow.strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    walker = _Walker(flow)
-    module = Env()
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            module.names[stmt.name] = Binding(stmt, module)
-    walker.block(tree.body, Ctx(), module)
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt not in walker.visited:
-            walker.enter((stmt, module), [], [], Ctx(), module)
+def walk(project: Project) -> Flow:
+    """The events of one process running the script (and the project files it imports), top level first, then
+    functions nothing reached."""
+    flow = Flow([], {})
+    walker = _Walker(flow, project)
+    walker.run_module(project.entry, Ctx())
+    walker.done = True
+    for module in list(flow.modules):
+        scope = walker.scopes[module.path]
+        for stmt in module.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt not in walker.visited:
+                walker.enter((stmt, scope), [], [], Ctx(detached=True), scope)
+    for module in flow.modules:
+        flow.imports.update(module.imports)
+        flow.options.update(argparse_defaults(module.tree))
+        flow.strings |= {n.value for n in ast.walk(module.tree) if isinstance(n, ast.Constant)
+                         and isinstance(n.value, str)}
     return flow

@@ -85,8 +85,9 @@ def _compare(node: ast.Compare, env: Env | None) -> Meaning:
     if len(node.ops) != 1:
         return NOTHING
     left, op, right = node.left, node.ops[0], node.comparators[0]
-    if isinstance(left, ast.Constant) and left.value == "WORLD_SIZE" and isinstance(op, (ast.In, ast.NotIn)):
-        return Meaning(dist=isinstance(op, ast.In))
+    if isinstance(left, ast.Constant) and left.value in ("WORLD_SIZE", "RANK", "LOCAL_RANK") \
+            and isinstance(op, (ast.In, ast.NotIn)):
+        return Meaning(dist=isinstance(op, ast.In))  # torchrun sets them; the init run has none
     kind, number = _kind(left, env), _number(right)
     if number is None:
         kind, number = _kind(right, env), _number(left)
@@ -94,6 +95,11 @@ def _compare(node: ast.Compare, env: Env | None) -> Meaning:
         return Meaning(rank0=True)
     if kind == "rank" and number == 0 and isinstance(op, (ast.NotEq, ast.Gt, ast.IsNot)):
         return Meaning(rank0=False)
+    if kind == "rank" and number == -1:  # `local_rank != -1`: -1 is the usual "not launched by torchrun"
+        if isinstance(op, (ast.NotEq, ast.Gt, ast.IsNot)):
+            return Meaning(dist=True)
+        if isinstance(op, (ast.Eq, ast.Is)):
+            return Meaning(dist=False)
     if kind == "rank" and isinstance(op, ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)):
         values = {_number(e) for e in right.elts}
         return Meaning(rank0=True) if 0 in values and values <= {0, -1} else NOTHING

@@ -20,16 +20,30 @@ class Finding:
     line: int | None  # 1-based line in the script; None when something is missing
     message: str      # one line: what is wrong
     fix: str          # one line: what to change
+    path: str | None = None  # the file `line` is in (the script, or a project file it imports); None with no line
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A call that likely holds set-up and that doctor could not see into, so its checks may miss what it does."""
+
+    call: str         # the dotted name called
+    path: str         # the file the call is in
+    line: int | None
+    why: str          # e.g. "no file in the project for utils.ddp"
 
 
 @dataclass(frozen=True)
 class Report:
-    """Everything the doctor read from one script."""
+    """Everything the doctor read from one script and the project files it imports."""
 
     script: str
     findings: tuple[Finding, ...]
     save_name: str | None     # the save folder the script passes to perforate_model, where it can be read statically
     resume_stage: str | None  # "switch" (newest switch_N), "latest", or None when it cannot tell
+    files: tuple[str, ...] = ()              # the project files read besides the script
+    unresolved: tuple[Unresolved, ...] = ()  # calls not seen into
+    notes: tuple[str, ...] = ()              # what was not checked, and why
 
 
 class DoctorError(Exception):

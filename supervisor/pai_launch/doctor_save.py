@@ -1,13 +1,16 @@
-"""Which save folder the script writes into and which stage it resumes from, read statically where they can be."""
+"""Which save folder the script writes into and which stage it resumes from, read statically where they can be, and
+what the script does to that folder that breaks a resume (always loading latest, removing the folder)."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 
 from pai_launch import doctor_names as names
 from pai_launch.doctor_env import candidates, string_value
-from pai_launch.doctor_flow import Flow
+from pai_launch.doctor_flow import Event, Flow
+from pai_launch.doctor_guards import NOTHING
 from pai_launch.doctor_model import ERROR, WARNING, Finding
 
 DEFAULT_SAVE = "PAI"  # what perforate_model uses without save_name (and without GPA.pc.set_save_name)
@@ -58,20 +61,94 @@ def _stage(expr: ast.AST, event) -> str | None:
     return None
 
 
-def resume_stage(flow: Flow) -> str | None:
-    """"switch" when the script loads the newest switch_N, "latest" for the latest stage, None if it cannot tell."""
+def _resume(flow: Flow) -> tuple[str | None, Event | None]:
+    """(the stage resume_stage says, the load_system call it was read from)."""
     if flow.calls(lambda n: names.is_training(n, "load_newest")):
-        return "switch"
+        return "switch", None
     loads = flow.calls(names.is_load)
     resuming = [e for e in loads if "pai_load_folder" in ast.dump(_argument(e.node, 1, "folder") or ast.Pass())]
     for event in resuming + loads:
         argument = _argument(event.node, 2, "name")
         stage = _stage(argument, event) if argument is not None else None
         if stage:
-            return stage
+            return stage, event
     if loads and any("switch_" in s and "*" in s for s in flow.strings):
-        return "switch"
+        return "switch", None
+    return None, None
+
+
+def resume_stage(flow: Flow) -> str | None:
+    """"switch" when the script loads the newest switch_N, "latest" for the latest stage, None if it cannot tell."""
+    return _resume(flow)[0]
+
+
+def check_resume_latest(flow: Flow) -> list[Finding]:
+    """A script that always resumes from latest redoes the restructure latest.pt was saved before."""
+    stage, event = _resume(flow)
+    if stage != "latest" or any("switch_" in s for s in flow.strings):
+        return []
+    return [Finding("resume-from-latest", WARNING, event.line,
+                    "the script always resumes from latest: after a restructure latest.pt holds the model from before "
+                    "the dendrites were added (the restructured one is in switch_N.pt), so the next generation "
+                    "trains the old model and restructures at the same point again",
+                    "load the newest switch_N from --pai_load_folder; load latest only when it is newer than that "
+                    "switch file (what pai-launch --resume-from latest expects)", path=event.path)]
+
+
+REMOVERS = ("rmtree", "rmdir", "removedirs")
+SAVE_WORDS = re.compile(r"save|output|out_dir|pai", re.IGNORECASE)
+FRESH_START_WORDS = re.compile(r"pai_load_folder|resume|exists|isdir|is_dir")
+
+
+def _removed_folder(event: Event) -> ast.AST | None:
+    """The folder a call removes: shutil.rmtree(X), os.rmdir(X), X.rmdir(), or `rm -r X` through a shell."""
+    last = names.tail(event.name)
+    call = event.node
+    if last in REMOVERS and (event.name or "").split(".")[0] in ("shutil", "os", "pathlib"):
+        return call.args[0] if call.args else None
+    if last in REMOVERS and isinstance(call.func, ast.Attribute) and not call.args:
+        return call.func.value
+    if last in ("system", "run", "call", "check_call", "Popen", "check_output") and call.args:
+        text = ast.unparse(call.args[0])
+        if re.search(r"\brm\b.*-\w*r", text):
+            return call.args[0]
     return None
+
+
+def check_save_removed(flow: Flow) -> list[Finding]:
+    """Removing the save folder on a start deletes the init run's settings, the switch files and pai-launch's own
+    state (SAVE/.pai-launch): every start of the script is a fresh one."""
+    save, _how = save_name(flow)
+    perforates = flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model"))
+    save_arg = _argument(perforates[0].node, 2, "save_name") if perforates else None
+    found = []
+    for event in flow.calls(bool):
+        folder = _removed_folder(event)
+        if folder is None:
+            continue
+        value, _how = string_value(folder, event.env, flow.options)
+        certain = (value is not None and save is not None and os.path.normpath(value) == os.path.normpath(save)) \
+            or (save_arg is not None and ast.dump(folder) == ast.dump(save_arg))
+        if not certain and not any(SAVE_WORDS.search(w) for w in _words(folder)):
+            continue
+        sure_path = not event.detached and all(
+            g.meaning != NOTHING or FRESH_START_WORDS.search(ast.unparse(g.node.test)) for g in event.guards)
+        found.append(Finding(
+            "save-folder-removed", ERROR if certain and sure_path else WARNING, event.line,
+            f"{ast.unparse(event.node)} removes the save folder: it deletes the init run's settings, the "
+            "switch_N.pt files and pai-launch's state (SAVE/.pai-launch), so no generation can resume",
+            "do not remove the save folder in the script (pai-launch --fresh moves an old one aside)",
+            path=event.path))
+    return found
+
+
+def _words(expr: ast.AST) -> list[str]:
+    return [n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else str(n.value)
+            for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute))
+            or isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+CHECKS = (check_resume_latest, check_save_removed)
 
 
 def check_save_name(flow: Flow, expected: str | None) -> list[Finding]:
@@ -83,4 +160,5 @@ def check_save_name(flow: Flow, expected: str | None) -> list[Finding]:
     perforates = flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model"))
     return [Finding("save-name-mismatch", severity, perforates[0].line if perforates else None,
                     f"the script saves into {value!r} ({read}), not {expected!r} (pai-launch --save-name)",
-                    f"run pai-launch --save-name {value}, or have the script save into {expected!r}")]
+                    f"run pai-launch --save-name {value}, or have the script save into {expected!r}",
+                    path=perforates[0].path if perforates else None)]

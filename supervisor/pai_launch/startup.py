@@ -70,7 +70,8 @@ def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]
         return None, [("script_check_failed", {"error": f"{type(exc).__name__}: {exc}", "hint": "a bug in the check; "
                                                "skip it with --no-doctor"})]
     errors = [f for f in report.findings if f.severity == "error"]
-    notes = [("script_problem", {"id": f.id, "line": f.line, "problem": f.message, "fix": f.fix}) for f in errors]
+    notes = [("script_problem", {"id": f.id, "path": f.path, "line": f.line, "problem": f.message, "fix": f.fix})
+             for f in errors]
     if errors:
         notes.append(("script_check", {
             "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.timeout(60)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "tests" / "doctor_scripts"
+PROJECTS = SCRIPTS / "projects"
 EXAMPLE = ROOT / "examples" / "train_pai_ddp.py"
 
 
@@ -31,7 +32,9 @@ def line_of(path: Path, text: str) -> int:
 def test_correct_scripts_have_no_errors(script):
     report = check_script(script)
     assert exit_code(report) == 0, render_text(report)
-    if script.name != "not_pai.py":
+    if script.name == "pai_style_ddp.py":  # the published single-GPU pattern: it always loads latest
+        assert ids(report) == {"resume-from-latest"}, render_text(report)
+    elif script.name != "not_pai.py":
         assert report.findings == (), render_text(report)
 
 
@@ -106,7 +109,7 @@ def test_a_naive_ddp_port_of_a_single_gpu_example():
     report = check_script(script)
     assert ids(report) == {"validation-score-wrapped-model", "validation-score-race", "restructured-before-complete",
                            "perforate-model-race", "ddp-find-unused-parameters", "ddp-broadcast-buffers",
-                           "generation-end-barrier", "generation-end-destroy"}
+                           "generation-end-barrier", "generation-end-destroy", "resume-from-latest"}
     first = {f.id: f.line for f in report.findings}
     assert first["restructured-before-complete"] == line_of(script, "if(restructured):")
     assert first["validation-score-wrapped-model"] == line_of(script, "add_validation_score(")
@@ -171,10 +174,12 @@ def test_the_script_is_never_run(tmp_path):
 def test_render_json_round_trips():
     report = check_script(SCRIPTS / "broken" / "guide_pattern.py")
     data = json.loads(render_json(report))
-    assert list(data) == ["script", "findings", "save_name", "resume_stage", "errors", "warnings"]
-    assert data["findings"] == [{"id": f.id, "severity": f.severity, "line": f.line, "message": f.message,
-                                 "fix": f.fix} for f in report.findings]
+    assert list(data) == ["script", "findings", "save_name", "resume_stage", "errors", "warnings", "files",
+                          "unresolved", "notes"]
+    assert data["findings"] == [{"id": f.id, "severity": f.severity, "path": f.path, "line": f.line,
+                                 "message": f.message, "fix": f.fix} for f in report.findings]
     assert (data["errors"], data["warnings"], data["save_name"], data["resume_stage"]) == (3, 1, "PAI", "switch")
+    assert (data["files"], data["unresolved"], data["notes"]) == ([], [], [])
     assert doctor.Report(data["script"], tuple(doctor.Finding(**f) for f in data["findings"]),
                          data["save_name"], data["resume_stage"]) == report
 
@@ -193,3 +198,16 @@ def test_render_text_names_file_and_line(tmp_path):
     assert f"{tmp_path / 'flags.py'}: error[flag-pai-load-folder] " in missing and missing.endswith("2 errors\n")
     assert render_text(check_script(SCRIPTS / "good" / "minimal_ddp.py")).endswith("no problems found\n")
     assert render_text(check_script(SCRIPTS / "broken" / "guide_pattern.py")).endswith("3 errors, 1 warning\n")
+
+
+def test_a_project_with_its_set_up_in_helper_modules_is_read_whole():
+    """`from utils.ddp_utils import setup` and `import utils.pai_utils as pu; pu.f()` are walked like the script's
+    own functions: no false errors, and the DDP checks find the wrapper in the helper, with its file and line."""
+    script = PROJECTS / "helpers" / "train.py"
+    helper = PROJECTS / "helpers" / "utils" / "ddp_utils.py"
+    report = check_script(script)
+    assert [(f.id, f.severity, f.path, f.line) for f in report.findings] == [
+        ("ddp-broadcast-buffers", "error", str(helper), line_of(helper, "DDP(model"))], render_text(report)
+    assert set(report.files) == {str(helper.with_name(n)) for n in ("ddp_utils.py", "pai_utils.py", "__init__.py")}
+    assert (report.save_name, report.resume_stage, report.unresolved, report.notes) == ("PAI", "switch", (), ())
+    assert f"{helper}:{line_of(helper, 'DDP(model')}: error[ddp-broadcast-buffers] " in render_text(report)
