@@ -51,7 +51,7 @@ def _notes(flow, files: int) -> tuple[str, ...]:
     if flow.is_ddp():
         return ()
     where = "the script" if files == 1 else f"the {files} files read"
-    hint = "; a call not followed (below) may hold it" if flow.unresolved else ""
+    hint = "; a call it could not follow may hold it" if flow.unresolved else ""
     return (f"DDP checks skipped: no DistributedDataParallel, init_process_group or pai_launch.training.start in "
             f"{where}{hint}",)
 

@@ -61,8 +61,7 @@ def _init_process_group(flow: Flow) -> list[Finding]:
             continue
         seen.add(event.node)
         explicit = len(event.node.args) > 4 or any(k.arg == "rank" for k in event.node.keywords)
-        certain = mode.init is True or not (event.detached or explicit or any(g.meaning == NOTHING
-                                                                                for g in event.guards))
+        certain = mode.init is True or (not explicit and event.surely_reached())
         where = "at import time" if event.depth == 0 and not event.guards else "on the init run's path"
         found.append(Finding(
             "init-process-group-unguarded", ERROR if certain else WARNING, event.line,
@@ -250,10 +249,9 @@ def check_generation_end(flow: Flow) -> list[Finding]:
         last = leaving[0]
         if last.kind == "call" and names.is_training(last.name, "end_generation"):
             continue
-        if last.kind == "break":
-            before = [e for e in flow.events if e.order > last.order and in_ddp(e)]
-        else:
-            before = [e for e in flow.events if e.under(node) and e.order < last.order and in_ddp(e)]
+        before = [e for e in flow.events if e.under(node) and e.order < last.order and in_ddp(e)]
+        if last.kind == "break":  # or after the loop it leaves
+            before += [e for e in flow.events if e.order > last.order and in_ddp(e)]
         called = {e.name for e in before if e.kind == "call"}
         if any(names.is_training(n, "end_generation") for n in called):
             continue

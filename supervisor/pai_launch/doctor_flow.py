@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from pai_launch import doctor_names as names
 from pai_launch.doctor_env import Binding, Env, Source, argparse_defaults, bind_call, candidates, function_of, name_in
-from pai_launch.doctor_guards import NOTHING, Meaning, is_turn, meaning
+from pai_launch.doctor_guards import NOTHING, Meaning, is_script_main, is_turn, meaning
 from pai_launch.doctor_model import Unresolved
 from pai_launch.doctor_project import Module, Project
 
@@ -67,6 +67,12 @@ class Event:
         for guard in self.guards:
             total = total.plus(guard.meaning)
         return total
+
+    def surely_reached(self, also=lambda guard: False) -> bool:
+        """Whether doctor reads every condition on the way here (or `also` accepts it), so that a finding about
+        this event is certain: not in a function walked on its own, and each if's test understood."""
+        return not self.detached and all(g.meaning != NOTHING or (g.positive and is_script_main(g.node.test))
+                                         or also(g) for g in self.guards)
 
     def under(self, node: ast.AST) -> bool:
         return any(guard.node is node and guard.positive for guard in self.guards)
@@ -198,10 +204,10 @@ class _Walker:
         why = self.project.why_unresolved(name, source.imports)
         if why is None:
             return
-        module = name.rsplit(".", 1)[0] if name and "." in name else name
-        if any(u.call.rsplit(".", 1)[0] == module or u.why == why for u in self.flow.unresolved):
+        if any(u.why == why for u in self.flow.unresolved):
             return
-        self.flow.unresolved.append(Unresolved(name, source.path, getattr(node, "lineno", None), why))
+        call = ast.unparse(node.func) if isinstance(node, ast.Call) else name
+        self.flow.unresolved.append(Unresolved(call, source.path, getattr(node, "lineno", None), why))
 
     # statements -------------------------------------------------------------------------------------------------
     def block(self, body: list[ast.stmt], ctx: Ctx, env: Env) -> Env:

@@ -146,3 +146,9 @@ def is_turn(test: ast.AST, env: Env | None) -> bool:
     return any(isinstance(node, ast.Compare)
                and any(_kind(side, env) == "rank" for side in [node.left, *node.comparators])
                for node in ast.walk(test))
+
+
+def is_script_main(test: ast.AST) -> bool:
+    """`__name__ == "__main__"`: true whenever the script is run, so it says nothing and hides nothing."""
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) \
+        and {ast.unparse(test.left), ast.unparse(test.comparators[0])} == {"__name__", "'__main__'"}

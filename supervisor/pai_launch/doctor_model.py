@@ -27,7 +27,7 @@ class Finding:
 class Unresolved:
     """A call that likely holds set-up and that doctor could not see into, so its checks may miss what it does."""
 
-    call: str         # the dotted name called
+    call: str         # the callee as written
     path: str         # the file the call is in
     line: int | None
     why: str          # e.g. "no file in the project for utils.ddp"

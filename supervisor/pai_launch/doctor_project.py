@@ -147,24 +147,20 @@ class Project:
         """Why a call that likely holds set-up could not be followed, or None when it does not matter."""
         if not dotted or not SETUP_WORDS.search(names.tail(dotted.replace("()", ""))):
             return None
-        root = dotted.split(".")[0]
-        if ":" in root:  # a relative import
-            base = root if root in self.broken else next((b for b in self.broken if dotted.startswith(b + ".")), None)
-            return self.broken[base] if base else None
+        imported = next((path for path in imports.values() if dotted == path or dotted.startswith(path + ".")), None)
+        if imported is None:  # not a name the file imports
+            return None
+        broken = next((why for name, why in self.broken.items() if dotted.startswith(name + ".")), None)
+        if broken is not None or ":" in dotted:  # a relative import: always the project's
+            return broken
         module, rest = self.split(dotted)
         if module is not None:
             found = next((s for s in module.tree.body if isinstance(s, ast.ClassDef) and s.name == rest[0]), None)
-            if found is not None:
-                return f"a class of {module.shown}: its methods are not followed"
-            return None
-        imported = next((path for local, path in imports.items() if local == root), None)
-        if imported is None:
-            return None
-        top = imported.split(".")[0]
+            return f"a class of {module.shown}: its methods are not followed" if found is not None else None
+        top = dotted.split(".")[0]
         if top in sys.stdlib_module_names or top in LIBRARIES or _installed(top):
             return None
-        broken = next((why for name, why in self.broken.items() if imported.startswith(name)), None)
-        return broken or f"no file in the project for {imported.rsplit('.', 1)[0] if '.' in imported else imported}"
+        return f"no file in the project for {dotted.rsplit('.', 1)[0] if '.' in dotted else dotted}"
 
 
 def _installed(top: str) -> bool:

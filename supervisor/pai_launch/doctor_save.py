@@ -10,7 +10,6 @@ import re
 from pai_launch import doctor_names as names
 from pai_launch.doctor_env import candidates, string_value
 from pai_launch.doctor_flow import Event, Flow
-from pai_launch.doctor_guards import NOTHING
 from pai_launch.doctor_model import ERROR, WARNING, Finding
 
 DEFAULT_SAVE = "PAI"  # what perforate_model uses without save_name (and without GPA.pc.set_save_name)
@@ -129,10 +128,9 @@ def check_save_removed(flow: Flow) -> list[Finding]:
         value, _how = string_value(folder, event.env, flow.options)
         certain = (value is not None and save is not None and os.path.normpath(value) == os.path.normpath(save)) \
             or (save_arg is not None and ast.dump(folder) == ast.dump(save_arg))
-        if not certain and not any(SAVE_WORDS.search(w) for w in _words(folder)):
+        if not certain and (_is_subfolder(folder) or not any(SAVE_WORDS.search(w) for w in _words(folder))):
             continue
-        sure_path = not event.detached and all(
-            g.meaning != NOTHING or FRESH_START_WORDS.search(ast.unparse(g.node.test)) for g in event.guards)
+        sure_path = event.surely_reached(lambda g: bool(FRESH_START_WORDS.search(ast.unparse(g.node.test))))
         found.append(Finding(
             "save-folder-removed", ERROR if certain and sure_path else WARNING, event.line,
             f"{ast.unparse(event.node)} removes the save folder: it deletes the init run's settings, the "
@@ -140,6 +138,14 @@ def check_save_removed(flow: Flow) -> list[Finding]:
             "do not remove the save folder in the script (pai-launch --fresh moves an old one aside)",
             path=event.path))
     return found
+
+
+def _is_subfolder(expr: ast.AST) -> bool:
+    """os.path.join(save, "tmp"), save / "tmp": a folder inside, not the save folder itself."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Div):
+        return True
+    return isinstance(expr, ast.Call) and names.tail(names.dotted(expr.func, {})) in ("join", "joinpath") \
+        and len(expr.args) > 1
 
 
 def _words(expr: ast.AST) -> list[str]:

@@ -103,6 +103,40 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         '    net = model.module if distributed else model\n',
         '    net = model\n',
     ),
+    # starts the process group in the init run too
+    'init_process_group': (
+        'if distributed:\n    dist.init_process_group("gloo")\n',
+        'dist.init_process_group("gloo")\n',
+    ),
+    # throws the DDP wrapper away right after building it
+    'ddp_wrapper_discarded': (
+        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n',
+        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n'
+        '        model = model.module\n',
+    ),
+    # always resumes from latest
+    'resume_latest': (
+        '    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n'
+        '    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\n',
+        '    model = UPA.load_system(model, args.pai_load_folder, "latest", True)\n',
+    ),
+    # removes the save folder on a fresh start
+    'save_removed': (
+        'args = parser.parse_args()\n',
+        'args = parser.parse_args()\nif not args.pai_load_folder:\n    shutil.rmtree(args.save, ignore_errors=True)\n',
+    ),
+    # goes on training in the same process after a restructure
+    'restructure_same_process': (
+        '    if complete or restructured:\n',
+        '    elif restructured and not complete:\n'
+        '        optimizer, scheduler = GPA.pai_tracker.setup_optimizer(net, {"params": net.parameters()}, {})\n'
+        '    if complete:\n',
+    ),
+    # spells the load folder flag with hyphens
+    'flag_hyphens': (
+        'parser.add_argument("--pai_load_folder", default=None)\n',
+        'parser.add_argument("--pai-load-folder", default=None)\n',
+    ),
 }
 
 

@@ -79,6 +79,12 @@ ONE_PER_CHECK = {
     "prompts_missing": [("prompt-configuration-confirmed", "error", None),
                         ("prompt-unwrapped-modules", "warning", None), ("prompt-weight-decay", "warning", None)],
     "prompts_late": [("prompt-configuration-confirmed", "error", "set_configuration_confirmed(True)")],
+    "init_process_group": [("init-process-group-unguarded", "error", "dist.init_process_group(")],
+    "ddp_wrapper_discarded": [("ddp-wrapper-discarded", "error", "model = model.module")],
+    "resume_latest": [("resume-from-latest", "warning", '"latest"')],
+    "save_removed": [("save-folder-removed", "error", "shutil.rmtree(")],
+    "restructure_same_process": [("restructure-no-exit", "warning", "elif restructured and not complete:")],
+    "flag_hyphens": [("flag-pai-load-folder", "error", None)],
 }
 
 
@@ -211,3 +217,166 @@ def test_a_project_with_its_set_up_in_helper_modules_is_read_whole():
     assert set(report.files) == {str(helper.with_name(n)) for n in ("ddp_utils.py", "pai_utils.py", "__init__.py")}
     assert (report.save_name, report.resume_stage, report.unresolved, report.notes) == ("PAI", "switch", (), ())
     assert f"{helper}:{line_of(helper, 'DDP(model')}: error[ddp-broadcast-buffers] " in render_text(report)
+
+
+def variant(folder: Path, *changes: tuple[str, str]) -> Path:
+    """minimal_ddp.py with each (old, new) text replaced, as FOLDER/train.py."""
+    text = (SCRIPTS / "good" / "minimal_ddp.py").read_text()
+    for old, new in changes:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = folder / "train.py"
+    path.write_text(text)
+    return path
+
+
+GROUP = ('distributed = not init_run and "WORLD_SIZE" in os.environ\n'
+         'if distributed:\n    dist.init_process_group("gloo")\n')
+
+
+@pytest.mark.parametrize("guard, expected", [
+    ('if "RANK" in os.environ:', set()),
+    ("if not args.perforate_model_parallel:", set()),
+    ('if int(os.environ.get("WORLD_SIZE", 1)) > 1:', set()),
+    ('if int(os.environ.get("LOCAL_RANK", -1)) != -1:', set()),
+    ("if args.perforate_model_parallel:", {("init-process-group-unguarded", "error")}),
+    ("if args.multi_gpu:", {("init-process-group-unguarded", "warning")}),  # a condition doctor cannot read
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_init_process_group_is_an_error_only_where_the_init_run_surely_gets_to_it(tmp_path, guard, expected):
+    script = variant(tmp_path, (GROUP, f'{guard}\n    dist.init_process_group("gloo")\n'
+                                       'distributed = not init_run and "WORLD_SIZE" in os.environ\n'))
+    report = check_script(script)
+    assert {(f.id, f.severity) for f in report.findings} == expected, render_text(report)
+
+
+def test_init_process_group_in_a_function_walked_on_its_own_is_a_warning(tmp_path):
+    script = variant(tmp_path, (GROUP, 'distributed = not init_run and "WORLD_SIZE" in os.environ\n\n\n'
+                                       'def setup():\n    dist.init_process_group("gloo")\n\n\n'))
+    report = check_script(script)
+    assert {(f.id, f.severity) for f in report.findings} == {("init-process-group-unguarded", "warning")}
+
+
+WRAP = ("        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, "
+        "broadcast_buffers=False)\n")
+
+
+def test_keeping_the_wrapper_and_its_module_apart_is_not_discarding_it(tmp_path):
+    script = variant(tmp_path, (WRAP, WRAP + "        plain = model.module\n"))
+    assert check_script(script).findings == ()
+
+
+@pytest.mark.parametrize("removal, expected", [
+    ("shutil.rmtree(args.save)", {("save-folder-removed", "error")}),
+    ('shutil.rmtree("PAI")', {("save-folder-removed", "error")}),  # the folder perforate_model saves into
+    ('subprocess.run(f"rm -rf {args.save}", shell=True)', {("save-folder-removed", "warning")}),
+    ("os.rmdir(args.output_dir)", {("save-folder-removed", "warning")}),  # likely, not certainly, the save folder
+    ('shutil.rmtree(os.path.join(args.save, "tmp"))', set()),  # a folder inside it
+    ('shutil.rmtree("/tmp/scratch")', set()),
+])
+def test_removing_the_save_folder(tmp_path, removal, expected):
+    script = variant(tmp_path, ("args = parser.parse_args()\n", f"args = parser.parse_args()\n{removal}\n"))
+    report = check_script(script)
+    assert {(f.id, f.severity) for f in report.findings} == expected, render_text(report)
+
+
+def test_removing_it_under_a_condition_doctor_cannot_read_is_a_warning(tmp_path):
+    script = variant(tmp_path, ("args = parser.parse_args()\n",
+                                "args = parser.parse_args()\nif args.clean:\n    shutil.rmtree(args.save)\n"))
+    assert [(f.id, f.severity) for f in check_script(script).findings] == [("save-folder-removed", "warning")]
+
+
+def test_argparse_does_not_read_the_underscore_flag_as_a_hyphenated_option(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pai-load-folder")
+    assert parser.parse_known_args(["--pai_load_folder", "x"])[1] == ["--pai_load_folder", "x"]  # not taken
+    report = check_script(write_broken("flag_hyphens", tmp_path))
+    assert "spells the option --pai-load-folder" in report.findings[0].message
+    assert '"--pai-load-folder", "--pai_load_folder"' in report.findings[0].fix
+    aliased = variant(tmp_path, ('parser.add_argument("--pai_load_folder", default=None)',
+                                 'parser.add_argument("--pai-load-folder", "--pai_load_folder", default=None)'))
+    assert check_script(aliased).findings == ()
+
+
+SCORE = ("    net = model.module if distributed else model\n"
+         "    net, restructured, complete = in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))\n")
+DP = (WRAP, WRAP + "    if DP_MODE:\n        model = nn.DataParallel(model)\n")
+
+
+def test_a_wrapper_built_in_a_branch_exclusive_with_the_call_is_not_an_error(tmp_path):
+    """`if DP_MODE: wrap` then `if distributed: ... elif DP_MODE: ... else: score(model)`: the else never sees the
+    DataParallel wrapper."""
+    script = variant(tmp_path, DP, (SCORE, "    if distributed:\n"
+                                           "        net, restructured, complete = in_turn(lambda: "
+                                           "GPA.pai_tracker.add_validation_score(0.5, model.module))\n"
+                                           "    elif DP_MODE:\n        net, restructured, complete = "
+                                           "GPA.pai_tracker.add_validation_score(0.5, model.module)\n"
+                                           "    else:\n        net, restructured, complete = "
+                                           "GPA.pai_tracker.add_validation_score(0.5, model)\n"))
+    report = check_script(script)
+    assert report.findings == (), render_text(report)
+
+
+def test_a_wrapper_under_a_condition_doctor_cannot_tie_to_the_call_is_a_warning(tmp_path):
+    script = variant(tmp_path, DP, (SCORE, "    if not distributed:\n        net, restructured, complete = "
+                                           "GPA.pai_tracker.add_validation_score(0.5, model)\n"
+                                           "    else:\n        net, restructured, complete = in_turn(lambda: "
+                                           "GPA.pai_tracker.add_validation_score(0.5, model.module))\n"))
+    report = check_script(script)
+    assert [(f.id, f.severity) for f in report.findings] == [("validation-score-wrapped-model", "warning")]
+    (tmp_path / "always").mkdir()
+    always = variant(tmp_path / "always", (WRAP, WRAP + "    model = nn.DataParallel(model)\n"),
+                     (SCORE, "    net, restructured, complete = GPA.pai_tracker.add_validation_score(0.5, model)\n"))
+    assert ("validation-score-wrapped-model", "error") in {(f.id, f.severity) for f in check_script(always).findings}
+
+
+def test_a_package_with_relative_imports_reached_through_sys_path():
+    script = PROJECTS / "package" / "scripts" / "train.py"
+    src = PROJECTS / "package" / "src"
+    report = check_script(script)
+    found = {(f.id, f.severity, f.path and Path(f.path).name, f.line) for f in report.findings}
+    group_line = line_of(src / "dist_setup.py", "init_process_group")
+    assert found == {
+        ("flag-pai-load-folder", "error", None, None),
+        ("init-process-group-unguarded", "error", "dist_setup.py", group_line),
+        ("save-folder-removed", "error", "trainer.py", line_of(src / "trainer.py", "shutil.rmtree(")),
+        ("resume-from-latest", "warning", "trainer.py", line_of(src / "trainer.py", '"latest"')),
+        ("ddp-wrapper-discarded", "error", "trainer.py", line_of(src / "trainer.py", "model = model.module")),
+        ("restructure-no-exit", "warning", "trainer.py", line_of(src / "trainer.py", "elif restructured and not")),
+    }, render_text(report)
+    assert [(u.call, Path(u.path).name, u.why) for u in report.unresolved] == [
+        ("train_one_epoch", "trainer.py", "no file in the project for .fit_loop")]
+    assert {Path(f).name for f in report.files} == {"__init__.py", "trainer.py", "dist_setup.py", "model.py"}
+
+
+def test_a_project_without_ddp_anywhere_says_the_ddp_checks_were_skipped():
+    report = check_script(PROJECTS / "no_ddp" / "train.py")
+    assert report.findings == (), render_text(report)  # the PerforatedAI helpers in src/common/ were read
+    assert [(u.call, u.why) for u in report.unresolved] == [
+        ("init_distributed_mode", "no file in the project for distributed_utils")]
+    assert len(report.notes) == 1 and report.notes[0].startswith("DDP checks skipped")
+    text = render_text(report)
+    assert "\nnot followed: init_distributed_mode at " in text and "\nnote: DDP checks skipped" in text
+    data = json.loads(render_json(report))
+    assert data["notes"] == list(report.notes) and data["unresolved"][0]["why"] == report.unresolved[0].why
+    assert exit_code(report) == 0
+
+
+def test_a_single_script_without_ddp_says_so_too(tmp_path):
+    script = variant(tmp_path, (GROUP, "distributed = False\n"), ("    if distributed:\n" + WRAP, ""))
+    report = check_script(script)
+    assert report.notes and "in the script" in report.notes[0] and report.unresolved == ()
+
+
+def test_import_cycles_and_helpers_that_do_not_parse(tmp_path):
+    (tmp_path / "a.py").write_text("import b\n\n\ndef setup():\n    b.setup()\n")
+    (tmp_path / "b.py").write_text("import a\n\n\ndef setup():\n    a.setup()\n")
+    (tmp_path / "broken_helpers.py").write_text("def setup(:\n")
+    script = variant(tmp_path, ("import torch\n", "import torch\nimport a\nimport broken_helpers\n"),
+                     ("GPA.pc.set_configuration_confirmed(True)\n",
+                      "a.setup()\nbroken_helpers.setup_ddp()\nGPA.pc.set_configuration_confirmed(True)\n"))
+    report = check_script(script)
+    assert report.findings == (), render_text(report)
+    assert {Path(f).name for f in report.files} == {"a.py", "b.py"}
+    assert [(u.call, "syntax error" in u.why) for u in report.unresolved] == [("broken_helpers.setup_ddp", True)]
