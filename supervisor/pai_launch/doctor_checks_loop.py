@@ -27,8 +27,7 @@ def check_init_run(flow: Flow) -> list[Finding]:
                              "GPA.pai_tracker.save_tracker_settings(); sys.exit(0)"))
     if saves:
         first = saves[0]
-        depth = len(first.guards)
-        if not any(e.order > first.order and e.is_exit() and e.guards[:depth] == first.guards for e in flow.events):
+        if not any(e.order > first.order and e.is_exit() and _nested(e.guards, first.guards) for e in flow.events):
             found.append(Finding("init-no-exit", WARNING, first.line,
                                  "the init run does not exit after save_tracker_settings(): it goes on training in "
                                  "one process", "sys.exit(0) right after GPA.pai_tracker.save_tracker_settings()",
@@ -49,6 +48,13 @@ def check_init_run(flow: Flow) -> list[Finding]:
                              "(RuntimeError: default process group has not been initialized)",
                              "guard it: if args.distributed: ... (or leave it out of the init run)", path=event.path))
     return found
+
+
+def _nested(exit_guards: tuple, save_guards: tuple) -> bool:
+    """Whether an exit is on the save's path: in the same branch, inside it, or just outside the innermost if around
+    the save (`if init: if GPA: save(); sys.exit(0)`)."""
+    return exit_guards[:len(save_guards)] == save_guards \
+        or (save_guards[:len(exit_guards)] == exit_guards and len(save_guards) - len(exit_guards) == 1)
 
 
 def _init_process_group(flow: Flow) -> list[Finding]:

@@ -32,6 +32,7 @@ class Guard:
     node: ast.AST
     positive: bool
     meaning: Meaning
+    leaves: bool = False  # the code after `if TEST: return/exit`: it runs whenever the script goes on
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,8 @@ class Event:
     def surely_reached(self, also=lambda guard: False) -> bool:
         """Whether doctor reads every condition on the way here (or `also` accepts it), so that a finding about
         this event is certain: not in a function walked on its own, and each if's test understood."""
-        return not self.detached and all(g.meaning != NOTHING or (g.positive and is_script_main(g.node.test))
-                                         or also(g) for g in self.guards)
+        return not self.detached and all(g.meaning != NOTHING or g.leaves or also(g)
+                                         or (g.positive and is_script_main(g.node.test)) for g in self.guards)
 
     def under(self, node: ast.AST) -> bool:
         return any(guard.node is node and guard.positive for guard in self.guards)
@@ -214,7 +215,7 @@ class _Walker:
         for stmt in body:
             env = self.statement(stmt, ctx, env)
             if isinstance(stmt, ast.If) and not stmt.orelse and _terminates(stmt.body, env):
-                ctx = replace(ctx, guards=ctx.guards + (Guard(stmt, False, meaning(stmt.test, False, env)),))
+                ctx = replace(ctx, guards=ctx.guards + (Guard(stmt, False, meaning(stmt.test, False, env), True),))
         return env
 
     def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:

@@ -380,3 +380,12 @@ def test_import_cycles_and_helpers_that_do_not_parse(tmp_path):
     assert report.findings == (), render_text(report)
     assert {Path(f).name for f in report.files} == {"a.py", "b.py"}
     assert [(u.call, "syntax error" in u.why) for u in report.unresolved] == [("broken_helpers.setup_ddp", True)]
+
+
+def test_every_doctor_check_a_failure_cause_names_exists():
+    """A failed run names its cause with "pai-launch doctor check ID": each such ID is one doctor reports."""
+    from pai_launch import failure_causes
+
+    named = {value.id for value in vars(failure_causes).values() if isinstance(value, failure_causes.KnownCause)}
+    checked = {i for findings in ONE_PER_CHECK.values() for i, _s, _t in findings}
+    assert named and named <= checked, named - checked
