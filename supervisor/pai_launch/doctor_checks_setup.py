@@ -190,7 +190,8 @@ def check_ddp_flags(flow: Flow) -> list[Finding]:
 
 
 def check_wrapper_discarded(flow: Flow) -> list[Finding]:
-    """`model = DDP(model); model = model.module` before any training: the wrapper is gone, so no gradient sync."""
+    """`model = DDP(model); model = model.module` before any training: the wrapper is gone, so no gradient sync. A
+    warning: the run trains wrongly, it does not crash."""
     found = []
     wraps = flow.calls(names.is_ddp)
     for event in (e for e in flow.events if e.kind == "unwrap"):
@@ -202,9 +203,10 @@ def check_wrapper_discarded(flow: Flow) -> list[Finding]:
         built = max((w.order for w in wraps if w.order < event.order), default=-1)
         if any(built < e.order < event.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
             continue  # unwrapped after training (to save or score it), not instead of it
-        found.append(Finding("ddp-wrapper-discarded", ERROR, event.line,
+        found.append(Finding("ddp-wrapper-discarded", WARNING, event.line,
                              f"{event.name} = {ast.unparse(event.node.value)} throws the DistributedDataParallel "
-                             "wrapper away right after it is built: the ranks train without gradient sync",
+                             "wrapper away right after it is built: the ranks train without gradient sync, their "
+                             "weights (and the dendrites added from them) drift apart",
                              f"keep the wrapper for training (ddp_model = DistributedDataParallel(...)) and use "
                              f"{ast.unparse(event.node.value)} only where the unwrapped model is needed",
                              path=event.path))

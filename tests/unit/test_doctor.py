@@ -80,7 +80,7 @@ ONE_PER_CHECK = {
                         ("prompt-unwrapped-modules", "warning", None), ("prompt-weight-decay", "warning", None)],
     "prompts_late": [("prompt-configuration-confirmed", "error", "set_configuration_confirmed(True)")],
     "init_process_group": [("init-process-group-unguarded", "error", "dist.init_process_group(")],
-    "ddp_wrapper_discarded": [("ddp-wrapper-discarded", "error", "model = model.module")],
+    "ddp_wrapper_discarded": [("ddp-wrapper-discarded", "warning", "model = model.module")],
     "resume_latest": [("resume-from-latest", "warning", '"latest"')],
     "save_removed": [("save-folder-removed", "error", "shutil.rmtree(")],
     "restructure_same_process": [("restructure-no-exit", "warning", "elif restructured and not complete:")],
@@ -342,7 +342,7 @@ def test_a_package_with_relative_imports_reached_through_sys_path():
         ("init-process-group-unguarded", "error", "dist_setup.py", group_line),
         ("save-folder-removed", "error", "trainer.py", line_of(src / "trainer.py", "shutil.rmtree(")),
         ("resume-from-latest", "warning", "trainer.py", line_of(src / "trainer.py", '"latest"')),
-        ("ddp-wrapper-discarded", "error", "trainer.py", line_of(src / "trainer.py", "model = model.module")),
+        ("ddp-wrapper-discarded", "warning", "trainer.py", line_of(src / "trainer.py", "model = model.module")),
         ("restructure-no-exit", "warning", "trainer.py", line_of(src / "trainer.py", "elif restructured and not")),
     }, render_text(report)
     assert [(u.call, Path(u.path).name, u.why) for u in report.unresolved] == [
