@@ -200,9 +200,12 @@ def check_wrapper_discarded(flow: Flow) -> list[Finding]:
             continue
         if wrapper_kind(source, event.env) != "ddp":
             continue
-        built = max((w.order for w in wraps if w.order < event.order), default=-1)
-        if any(built < e.order < event.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
-            continue  # unwrapped after training (to save or score it), not instead of it
+        built = max((w for w in wraps if w.order < event.order), key=lambda w: w.order, default=None)
+        if built is not None and built.loops != event.loops:
+            continue  # unwrapped after the loop that wraps it (to save or score it)
+        since = built.order if built is not None else -1
+        if any(since < e.order < event.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
+            continue  # unwrapped after training, not instead of it
         found.append(Finding("ddp-wrapper-discarded", WARNING, event.line,
                              f"{event.name} = {ast.unparse(event.node.value)} throws the DistributedDataParallel "
                              "wrapper away right after it is built: the ranks train without gradient sync, their "

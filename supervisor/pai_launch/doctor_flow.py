@@ -142,6 +142,30 @@ def _terminates(body: list[ast.stmt], env: Env) -> bool:
         and names.is_exit(name_in(last.value.func, env))
 
 
+def _after_leaving(stmt: ast.If, env: Env) -> Guard | None:
+    """What holds after an if/elif/else chain some of whose branches return or exit: what the branches that go on
+    have in common (`if "RANK" in os.environ: ... elif "SLURM_PROCID" in os.environ: ... else: return` leaves only
+    launched ranks), or None when no branch leaves."""
+    survivors, branches, before, node = [], 0, NOTHING, stmt
+    while True:
+        branches += 1
+        if not _terminates(node.body, env):
+            survivors.append(before.plus(meaning(node.test, True, env)))
+        before = before.plus(meaning(node.test, False, env))
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        branches += 1
+        if not (node.orelse and _terminates(node.orelse, env)):
+            survivors.append(before)
+        break
+    if len(survivors) == branches:
+        return None
+    common = [{getattr(m, field) for m in survivors} for field in ("init", "dist", "rank0")]
+    held = Meaning(*(values.pop() if len(values) == 1 else None for values in common))
+    return Guard(stmt, False, held, True)
+
+
 class _Walker:
     def __init__(self, flow: Flow, project: Project):
         self.flow = flow
@@ -214,8 +238,9 @@ class _Walker:
     def block(self, body: list[ast.stmt], ctx: Ctx, env: Env) -> Env:
         for stmt in body:
             env = self.statement(stmt, ctx, env)
-            if isinstance(stmt, ast.If) and not stmt.orelse and _terminates(stmt.body, env):
-                ctx = replace(ctx, guards=ctx.guards + (Guard(stmt, False, meaning(stmt.test, False, env), True),))
+            after = _after_leaving(stmt, env) if isinstance(stmt, ast.If) else None
+            if after is not None:
+                ctx = replace(ctx, guards=ctx.guards + (after,))
         return env
 
     def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:

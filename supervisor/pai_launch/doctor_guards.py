@@ -85,9 +85,9 @@ def _compare(node: ast.Compare, env: Env | None) -> Meaning:
     if len(node.ops) != 1:
         return NOTHING
     left, op, right = node.left, node.ops[0], node.comparators[0]
-    if isinstance(left, ast.Constant) and left.value in ("WORLD_SIZE", "RANK", "LOCAL_RANK") \
+    if isinstance(left, ast.Constant) and left.value in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "SLURM_PROCID") \
             and isinstance(op, (ast.In, ast.NotIn)):
-        return Meaning(dist=isinstance(op, ast.In))  # torchrun sets them; the init run has none
+        return Meaning(dist=isinstance(op, ast.In))  # a launcher sets them; the init run has none
     kind, number = _kind(left, env), _number(right)
     if number is None:
         kind, number = _kind(right, env), _number(left)

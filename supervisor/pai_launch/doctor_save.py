@@ -130,7 +130,8 @@ def check_save_removed(flow: Flow) -> list[Finding]:
             or (save_arg is not None and ast.dump(folder) == ast.dump(save_arg))
         if not certain and (_is_subfolder(folder) or not any(SAVE_WORDS.search(w) for w in _words(folder))):
             continue
-        sure_path = event.surely_reached(lambda g: bool(FRESH_START_WORDS.search(ast.unparse(g.node.test))))
+        sure_path = event.surely_reached(lambda g: bool(FRESH_START_WORDS.search(ast.unparse(g.node.test)))
+                                         or _by_default(g, flow.options))
         found.append(Finding(
             "save-folder-removed", ERROR if certain and sure_path else WARNING, event.line,
             f"{ast.unparse(event.node)} removes the save folder: it deletes the init run's settings, the "
@@ -138,6 +139,15 @@ def check_save_removed(flow: Flow) -> list[Finding]:
             "do not remove the save folder in the script (pai-launch --fresh moves an old one aside)",
             path=event.path))
     return found
+
+
+def _by_default(guard, options: dict[str, object]) -> bool:
+    """Whether the branch is the one taken while the script's own option keeps its default (`if not
+    args.load_path:` with default None): pai-launch passes only its two flags."""
+    test, positive = guard.node.test, guard.positive
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, positive = test.operand, not positive
+    return isinstance(test, ast.Attribute) and test.attr in options and bool(options[test.attr]) == positive
 
 
 def _is_subfolder(expr: ast.AST) -> bool:

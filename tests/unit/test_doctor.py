@@ -279,10 +279,17 @@ def test_removing_the_save_folder(tmp_path, removal, expected):
     assert {(f.id, f.severity) for f in report.findings} == expected, render_text(report)
 
 
-def test_removing_it_under_a_condition_doctor_cannot_read_is_a_warning(tmp_path):
-    script = variant(tmp_path, ("args = parser.parse_args()\n",
-                                "args = parser.parse_args()\nif args.clean:\n    shutil.rmtree(args.save)\n"))
-    assert [(f.id, f.severity) for f in check_script(script).findings] == [("save-folder-removed", "warning")]
+@pytest.mark.parametrize("guard, severity", [
+    ("if args.clean:", "warning"),  # a condition doctor cannot read
+    ("if not args.resume_path:", "error"),  # the script's own option at its default: pai-launch does not pass it
+])
+def test_removing_it_under_a_condition(tmp_path, guard, severity):
+    script = variant(tmp_path, ('parser.add_argument("--save", default="PAI")\n',
+                                'parser.add_argument("--save", default="PAI")\nparser.add_argument("--clean", '
+                                'action="store_true")\nparser.add_argument("--resume_path", default=None)\n'),
+                     ("args = parser.parse_args()\n",
+                      f"args = parser.parse_args()\n{guard}\n    shutil.rmtree(args.save)\n"))
+    assert [(f.id, f.severity) for f in check_script(script).findings] == [("save-folder-removed", severity)]
 
 
 def test_argparse_does_not_read_the_underscore_flag_as_a_hyphenated_option(tmp_path):
@@ -389,3 +396,39 @@ def test_every_doctor_check_a_failure_cause_names_exists():
     named = {value.id for value in vars(failure_causes).values() if isinstance(value, failure_causes.KnownCause)}
     checked = {i for findings in ONE_PER_CHECK.values() for i, _s, _t in findings}
     assert named and named <= checked, named - checked
+
+
+TORCHVISION_SETUP = '''distributed = not init_run and "WORLD_SIZE" in os.environ
+
+
+def init_distributed_mode():
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        gpu = int(os.environ["LOCAL_RANK"])
+    elif "SLURM_PROCID" in os.environ:
+        gpu = 0
+    else:
+        print("Not using distributed mode")
+        return
+    dist.init_process_group("gloo", rank=int(os.environ.get("RANK", 0)), world_size=2)
+
+
+init_distributed_mode()
+'''
+
+
+def test_a_process_group_after_a_chain_that_returns_unless_launched_is_guarded(tmp_path):
+    """torchvision's init_distributed_mode: the code after the chain runs only on the branches that go on."""
+    assert check_script(variant(tmp_path, (GROUP, TORCHVISION_SETUP))).findings == ()
+    goes_on = TORCHVISION_SETUP.replace('        print("Not using distributed mode")\n        return\n',
+                                        '        print("Not using distributed mode")\n')
+    found = check_script(variant(tmp_path, (GROUP, goes_on))).findings
+    assert {f.id for f in found} == {"init-process-group-unguarded"}
+
+
+def test_unwrapping_after_the_loop_that_wraps_is_not_discarding_the_wrapper(tmp_path):
+    """A wrapper rebuilt late in the loop (after a restructure) and unwrapped after the loop, to save the model."""
+    end = "            dist.destroy_process_group()\n        sys.exit(0)\n"
+    script = variant(tmp_path, ("    net = model.module if distributed else model\n",
+                                "    net = model.module if distributed else model\n    if distributed:\n" + WRAP),
+                     (end, end + "model = model.module\n"))
+    assert check_script(script).findings == ()
