@@ -25,7 +25,9 @@ MAX_FOLLOW = 6  # re-exports followed (`utils/__init__.py: from .ddp import setu
 
 #: libraries whose calls never hold the script's own set-up (they are not looked for in the project)
 LIBRARIES = ("torch", "torchvision", "torchaudio", "perforatedai", "pai_launch", "numpy", "pandas", "tqdm", "wandb",
-             "matplotlib", "sklearn", "scipy", "PIL", "transformers", "datasets", "timm", "yaml", "tensorboard")
+             "matplotlib", "sklearn", "scipy", "PIL", "cv2", "transformers", "datasets", "timm", "yaml", "tensorboard",
+             "mmcv", "mmengine", "mmaction", "mmdet", "mmseg", "lightning", "pytorch_lightning", "accelerate",
+             "einops", "albumentations", "hydra", "omegaconf", "safetensors", "huggingface_hub", "segment_anything")
 
 #: a call's last name that suggests it holds DDP or PerforatedAI set-up (worth saying it was not followed)
 SETUP_WORDS = re.compile(r"ddp|dist|pai|perforat|setup|init|train|optim|resume|load|wrap|model|parallel|checkpoint|"
@@ -160,7 +162,22 @@ class Project:
         top = dotted.split(".")[0]
         if top in sys.stdlib_module_names or top in LIBRARIES or _installed(top):
             return None
-        return f"no file in the project for {dotted.rsplit('.', 1)[0] if '.' in dotted else dotted}"
+        parts = dotted.split(".")
+        named = self._imported_modules()
+        module_name = next((".".join(parts[:cut]) for cut in range(len(parts), 0, -1)
+                            if ".".join(parts[:cut]) in named), top)
+        return f"no file in the project for {module_name}"
+
+    def _imported_modules(self) -> set[str]:
+        """The modules the files read name in their import statements (`from X import y`: X; `import X`: X)."""
+        found = set()
+        for module in self.modules:
+            for node in ast.walk(module.tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    found.add(node.module)
+                elif isinstance(node, ast.Import):
+                    found.update(alias.name for alias in node.names)
+        return found
 
 
 def _installed(top: str) -> bool:

@@ -76,8 +76,8 @@ ONE_PER_CHECK = {
     "marker_missing": [("marker-missing", "error", None)],
     "generation_end": [("generation-end-barrier", "warning", "sys.exit(0)\n"),
                        ("generation-end-destroy", "warning", "sys.exit(0)\n")],
-    "prompts_missing": [("prompt-configuration-confirmed", "error", None),
-                        ("prompt-unwrapped-modules", "warning", None), ("prompt-weight-decay", "warning", None)],
+    "prompts_missing": [("prompt-configuration-confirmed", "error", None),  # SGD without weight decay: no prompt
+                        ("prompt-unwrapped-modules", "warning", None)],
     "prompts_late": [("prompt-configuration-confirmed", "error", "set_configuration_confirmed(True)")],
     "init_process_group": [("init-process-group-unguarded", "error", "dist.init_process_group(")],
     "ddp_wrapper_discarded": [("ddp-wrapper-discarded", "warning", "model = model.module")],
@@ -432,3 +432,19 @@ def test_unwrapping_after_the_loop_that_wraps_is_not_discarding_the_wrapper(tmp_
                                 "    net = model.module if distributed else model\n    if distributed:\n" + WRAP),
                      (end, end + "model = model.module\n"))
     assert check_script(script).findings == ()
+
+
+@pytest.mark.parametrize("optimizer, args, prompted", [
+    ("torch.optim.SGD", '"lr": 0.1', False),
+    ("torch.optim.SGD", '"lr": 0.1, "weight_decay": 0', False),
+    ("torch.optim.SGD", '"lr": 0.1, "weight_decay": 1e-4', True),
+    ("torch.optim.AdamW", '"lr": 0.1', True),  # AdamW's default weight decay is 0.01
+    ("make_optimizer()", '"lr": 0.1', True),  # a class doctor cannot read
+])
+def test_the_weight_decay_prompt_only_where_the_optimizer_may_decay(tmp_path, optimizer, args, prompted):
+    script = variant(tmp_path, ("GPA.pc.set_weight_decay_accepted(True)\n", ""),
+                     ('GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.'
+                      'setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, {})\n',
+                      f"GPA.pai_tracker.set_optimizer({optimizer})\noptimizer, scheduler = GPA.pai_tracker."
+                      f'setup_optimizer(model, {{"params": model.parameters(), {args}}}, {{}})\n'))
+    assert ids(check_script(script)) == ({"prompt-weight-decay"} if prompted else set())
