@@ -90,13 +90,14 @@ def _without_weight_decay(flow: Flow) -> bool:
     if not (classes and built) and not instances:
         return False
     for event in built:
-        if len(event.node.args) < 2 or not all(_no_decay(v) for v, _s in candidates(event.node.args[1], event.env)):
+        held = list(candidates(event.node.args[1], event.env)) if len(event.node.args) > 1 else []
+        if not held or not all(_no_decay(value) for value, _scope in held):
             return False
     for event in instances:
-        for value, scope in candidates(event.node.args[0], event.env):
-            if not (isinstance(value, ast.Call) and _no_decay(value)):
-                return False
-            classes.append((value.func, scope))
+        held = list(candidates(event.node.args[0], event.env))
+        if not held or not all(isinstance(value, ast.Call) and _no_decay(value) for value, _scope in held):
+            return False
+        classes.extend((value.func, scope) for value, scope in held)
     return all(names.tail(name_in(c, env)) in NO_DECAY_BY_DEFAULT for c, env in classes)
 
 

@@ -448,3 +448,12 @@ def test_the_weight_decay_prompt_only_where_the_optimizer_may_decay(tmp_path, op
                       f"GPA.pai_tracker.set_optimizer({optimizer})\noptimizer, scheduler = GPA.pai_tracker."
                       f'setup_optimizer(model, {{"params": model.parameters(), {args}}}, {{}})\n'))
     assert ids(check_script(script)) == ({"prompt-weight-decay"} if prompted else set())
+
+
+def test_an_optimizer_instance_doctor_cannot_read_may_decay(tmp_path):
+    script = variant(tmp_path, ("GPA.pc.set_weight_decay_accepted(True)\n", ""),
+                     ("GPA.pai_tracker.set_optimizer(torch.optim.SGD)\n",
+                      "GPA.pai_tracker.set_optimizer_instance(make_optimizer(model))\n"),
+                     ('optimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), '
+                      '"lr": 0.1}, {})\n', "optimizer = scheduler = None\n"))
+    assert ids(check_script(script)) == {"prompt-weight-decay"}
