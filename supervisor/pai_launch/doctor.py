@@ -20,6 +20,7 @@ __all__ = ["EXIT_PARSE_ERROR", "DoctorError", "Finding", "Report", "check_script
            "render_text"]
 
 EXIT_PARSE_ERROR = 2  # the script could not be read or parsed
+SHOWN_FILES = 8  # the other files read, named in the text output (JSON names them all)
 
 NOT_PAI = Finding("not-perforatedai", WARNING, None,
                   "the script imports neither perforatedai nor pai_launch.training: not a PerforatedAI script, "
@@ -83,7 +84,8 @@ def render_text(report: Report) -> str:
         lines.append(f"{where}: {f.severity}[{f.id}] {f.message}")
         lines.append(f"    fix: {f.fix}")
     if report.files:
-        lines.append(f"also read: {', '.join(report.files)}")
+        more = len(report.files) - SHOWN_FILES
+        lines.append(f"also read: {', '.join(report.files[:SHOWN_FILES])}" + (f" and {more} more" if more > 0 else ""))
     for u in report.unresolved:
         lines.append(f"not followed: {u.call} at {u.path}:{u.line} ({u.why})")
     lines.extend(f"note: {note}" for note in report.notes)
