@@ -205,22 +205,18 @@ class _Walker:
         return function, scope
 
     def imported(self, stmt: ast.Import | ast.ImportFrom, ctx: Ctx, env: Env) -> None:
-        """An import of the project's own files runs their top level here."""
-        source = env.file()
-        imports = source.imports if source is not None else {}
-        if isinstance(stmt, ast.Import):
-            dotted = [alias.name for alias in stmt.names]
-        elif stmt.level == 0 and stmt.module:
-            dotted = [stmt.module] + [f"{stmt.module}.{alias.name}" for alias in stmt.names]
+        """An import of the project's own files runs their top level here (`import a.b` runs a, then a.b)."""
+        if isinstance(stmt, ast.ImportFrom) and stmt.level > 0:  # doctor_project named what it reaches
+            source = env.file()
+            reached = [source.imports.get(alias.asname or alias.name, "") for alias in stmt.names] if source else []
+            modules = [self.project.by_name.get(name) for full in reached for name in (full.rsplit(".", 1)[0], full)]
         else:
-            dotted = [imports.get(alias.asname or alias.name, "").rsplit(".", 1)[0] for alias in stmt.names] \
-                + [imports.get(alias.asname or alias.name, "") for alias in stmt.names]
-        for name in dict.fromkeys(dotted):
-            parts = name.split(".")
-            for cut in range(1, len(parts) + 1):  # `import a.b.c` runs a, then a.b, then a.b.c
-                module = self.project.find(".".join(parts[:cut])) if name else None
-                if module is not None:
-                    self.run_module(module, ctx)
+            dotted = [alias.name for alias in stmt.names] if isinstance(stmt, ast.Import) else \
+                [stmt.module] + [f"{stmt.module}.{alias.name}" for alias in stmt.names] if stmt.module else []
+            modules = [self.project.find(".".join(name.split(".")[:cut]))
+                       for name in dotted for cut in range(1, name.count(".") + 2)]
+        for module in dict.fromkeys(m for m in modules if m is not None):
+            self.run_module(module, ctx)
 
     def note_unresolved(self, name: str | None, node: ast.AST, env: Env) -> None:
         source = env.file()

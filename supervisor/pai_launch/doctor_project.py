@@ -34,7 +34,7 @@ SETUP_WORDS = re.compile(r"ddp|dist|pai|perforat|setup|init|train|optim|resume|l
                          r"save|fit|main|run|prepare|build", re.IGNORECASE)
 
 
-@dataclass
+@dataclass(eq=False)  # one per file: compared and hashed by identity
 class Module:
     """One file of the project: its dotted name (as the script imports it), where it is, its AST and imports."""
 
@@ -199,9 +199,11 @@ def added_paths(tree: ast.Module, folder: Path) -> list[Path]:
                 and node.func.attr in ("append", "insert") and names.dotted(node.func.value, {}) == "sys.path"):
             continue
         text = path_value(node.args[-1], folder, values)
-        if text is not None:
-            path = Path(text) if os.path.isabs(text) else folder / text
-            if path.is_dir():
+        if text is None:
+            continue
+        # a relative entry is relative to where the script is started: its folder, or the folder doctor runs in
+        for path in [Path(text)] if os.path.isabs(text) else [folder / text, Path.cwd() / text]:
+            if path.is_dir() and path.resolve() not in found:
                 found.append(path.resolve())
     return found
 
