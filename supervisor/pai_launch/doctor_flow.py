@@ -6,7 +6,8 @@ deep. An import of one of the project's own files (doctor_project) walks that fi
 stands, and a call into one of its functions is walked like a call into the script's own. Each call becomes an
 Event that remembers the ifs and loops around it and what the names meant there, which is what the protocol checks
 read. Functions never reached that way are walked afterwards, on their own (their events are `detached`: nothing
-says when, or whether, they run).
+says when, or whether, they run). A call of a function that ends in sys.exit() ends the branch like sys.exit()
+itself, and a test whose branch made the DDP ranks exit says "not a DDP rank" where it is tested again.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class Ctx:
     stack: tuple[ast.AST, ...] = ()
     imports: tuple[Module, ...] = ()
     detached: bool = False
+    implied: tuple[tuple[str, Meaning], ...] = ()  # an if's test -> what it implies here (_implied)
 
 
 @dataclass
@@ -136,10 +138,33 @@ class Flow:
 
 def _terminates(body: list[ast.stmt], env: Env) -> bool:
     last = body[-1] if body else None
-    if isinstance(last, EXITS):
+    return isinstance(last, EXITS) or _exits(last, env)
+
+
+def _exits(stmt: ast.stmt | None, env: Env | None, depth: int = 0) -> bool:
+    """Whether a statement ends the process: sys.exit() and the like, raise, or a call of a function of the
+    script's (or the project's) whose last statement does (`exit_distributed()`)."""
+    if isinstance(stmt, ast.Raise):
+        return depth > 0
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    if names.is_exit(name_in(stmt.value.func, env)):
         return True
-    return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
-        and names.is_exit(name_in(last.value.func, env))
+    found = function_of(stmt.value.func, env) if depth < 3 else None
+    return found is not None and isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        and bool(found[0].body) and _exits(found[0].body[-1], found[1], depth + 1)
+
+
+def _implied(stmt: ast.If, env: Env) -> tuple[str, Meaning] | None:
+    """`if T: ... if args.distributed: exit()`: where T holds again later, the process is not a DDP rank (it would
+    have exited). (the test, what it then implies), or None."""
+    for inner in stmt.body:
+        if isinstance(inner, ast.If) and _terminates(inner.body, env):
+            held = meaning(inner.test, True, env)
+            flipped = Meaning(*(None if v is None else not v for v in (held.init, held.dist, held.rank0)))
+            if flipped != NOTHING:
+                return ast.dump(stmt.test), flipped
+    return None
 
 
 def _after_leaving(stmt: ast.If, env: Env) -> Guard | None:
@@ -237,6 +262,9 @@ class _Walker:
             after = _after_leaving(stmt, env) if isinstance(stmt, ast.If) else None
             if after is not None:
                 ctx = replace(ctx, guards=ctx.guards + (after,))
+            implied = _implied(stmt, env) if isinstance(stmt, ast.If) else None
+            if implied is not None:
+                ctx = replace(ctx, implied=ctx.implied + (implied,))
         return env
 
     def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:
@@ -294,7 +322,9 @@ class _Walker:
 
     def branch(self, stmt: ast.If, ctx: Ctx, env: Env) -> Env:
         self.expr(stmt.test, ctx, env)
-        yes = Guard(stmt, True, meaning(stmt.test, True, env))
+        test = ast.dump(stmt.test)
+        also = [held for implied_test, held in ctx.implied if implied_test == test]
+        yes = Guard(stmt, True, meaning(stmt.test, True, env).plus(also[-1] if also else NOTHING))
         no = Guard(stmt, False, meaning(stmt.test, False, env))
         after_yes = self.block(stmt.body, replace(ctx, guards=ctx.guards + (yes,)), env.copy())
         after_no = self.block(stmt.orelse, replace(ctx, guards=ctx.guards + (no,)), env.copy())

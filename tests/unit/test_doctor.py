@@ -457,3 +457,16 @@ def test_an_optimizer_instance_doctor_cannot_read_may_decay(tmp_path):
                      ('optimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), '
                       '"lr": 0.1}, {})\n', "optimizer = scheduler = None\n"))
     assert ids(check_script(script)) == {"prompt-weight-decay"}
+
+
+def test_a_later_branch_on_a_test_whose_ddp_ranks_already_exited_is_not_ddp(tmp_path):
+    """`if complete: if distributed: leave()` (leave ends in sys.exit) then `if complete: break`: only a single
+    process gets to the break, so it needs no barrier."""
+    end = ("    if complete or restructured:\n        if distributed:\n            dist.barrier()\n"
+           "            dist.destroy_process_group()\n        sys.exit(0)\n")
+    script = variant(tmp_path, ("while True:\n", "def leave():\n    dist.barrier()\n    dist.destroy_process_group()\n"
+                                                 "    sys.exit(0)\n\n\nwhile True:\n"),
+                     (end, "    if complete:\n        if distributed:\n            leave()\n"
+                           "    elif restructured:\n        leave()\n    if complete:\n        break\n"))
+    report = check_script(script)
+    assert report.findings == (), render_text(report)
