@@ -18,6 +18,8 @@ from tests.helpers import (become_subreaper, describe, is_live, kill_processes, 
 
 #: How long processes a test started may take to vanish after it (pai-launch's own sweep takes up to 2 s).
 ORPHAN_WAIT_S = 3.0
+#: Scripts doctor reads (some real projects' own test files among them): input, never tests to collect.
+collect_ignore = ["doctor_scripts"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

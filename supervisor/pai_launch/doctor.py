@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pai_launch import doctor_checks_loop, doctor_checks_setup, doctor_names, doctor_save
+from pai_launch import doctor_checks_api, doctor_checks_loop, doctor_checks_setup, doctor_names, doctor_save
 from pai_launch.doctor_flow import walk
 from pai_launch.doctor_model import ERROR, WARNING, DoctorError, Finding, Report
 from pai_launch.doctor_project import Project
@@ -39,7 +39,8 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None) -> 
             or doctor_names.uses_module(flow.imports, "pai_launch.training")):
         return Report(str(path), (NOT_PAI,), None, None, files, unresolved)
     findings: list[Finding] = []
-    for check in doctor_checks_setup.CHECKS + doctor_checks_loop.CHECKS + doctor_save.CHECKS:
+    for check in (doctor_checks_api.CHECKS + doctor_checks_setup.CHECKS + doctor_checks_loop.CHECKS
+                  + doctor_save.CHECKS):
         findings.extend(check(flow))
     findings.extend(doctor_save.check_save_name(flow, expected_save_name))
     order = {m.shown: n for n, m in enumerate(flow.modules)}

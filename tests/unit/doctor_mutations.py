@@ -8,6 +8,16 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent / "doctor_scripts" / "good" / "minimal_ddp.py"
 
 MUTATIONS: dict[str, tuple[str, str]] = {
+    # perforatedai 1.x's initialize_pai, which 3.x does not have
+    'initialize_pai': (
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
+        'model = in_turn(lambda: UPA.initialize_pai(nn.Linear(8, 2), save_name=args.save))\n',
+    ),
+    # a perforatedai 1.x module beside the 3.x ones
+    'legacy_api': (
+        'from perforatedai import utils_perforatedai as UPA\n',
+        'from perforatedai import utils_perforatedai as UPA\nfrom perforatedai import pb_globals as PBG\n',
+    ),
     # DDP broadcasts buffers
     'ddp_broadcast_buffers': (
         '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n',

@@ -85,6 +85,8 @@ ONE_PER_CHECK = {
     "save_removed": [("save-folder-removed", "error", "shutil.rmtree(")],
     "restructure_same_process": [("restructure-no-exit", "warning", "elif restructured and not complete:")],
     "flag_hyphens": [("flag-pai-load-folder", "error", None)],
+    "initialize_pai": [("initialize-pai-removed", "error", "UPA.initialize_pai(")],
+    "legacy_api": [("perforatedai-legacy-api", "error", "pb_globals")],
 }
 
 

@@ -1,0 +1,2 @@
+"""Trainer package: train/eval loops and PAI switch helpers."""
+

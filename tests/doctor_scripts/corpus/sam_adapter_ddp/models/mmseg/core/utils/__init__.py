@@ -1,0 +1,3 @@
+from .misc import add_prefix
+
+__all__ = ['add_prefix']

@@ -1,0 +1,77 @@
+"""doctor on real public PerforatedAI projects (tests/doctor_scripts/corpus): each project is kept with its
+source and licence and its expected findings, and the README's precision and recall are what
+scripts/doctor_corpus.py computes from doctor's findings today."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+
+CORPUS = REPO / "tests" / "doctor_scripts" / "corpus"
+PROJECTS = sorted(p for p in CORPUS.iterdir() if p.is_dir())
+
+
+def _scorer():
+    spec = importlib.util.spec_from_file_location("doctor_corpus", REPO / "scripts" / "doctor_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+scorer = _scorer()
+
+
+def test_the_corpus_has_at_least_six_projects_half_of_them_ddp():
+    assert len(PROJECTS) >= 6
+    assert [p.name for p in PROJECTS] == [p.name for p in scorer.projects()]
+    assert sum(json.loads((p / "expected.json").read_text())["ddp"] for p in PROJECTS) >= 3
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=lambda p: p.name)
+def test_each_project_names_its_source_and_licence_and_its_expected_findings_are_well_formed(project):
+    source = (project / "SOURCE.md").read_text()
+    assert re.search(r"https://github\.com/[\w.-]+/[\w.-]+", source), "SOURCE.md names no repository"
+    assert re.search(r"[Ll]icen[cs]e", source), "SOURCE.md says nothing of the licence"
+    expected = json.loads((project / "expected.json").read_text())
+    assert (project / expected["entry"]).is_file()
+    for problem in expected["findings"]:
+        assert problem["severity"] in ("error", "warning") and problem["why"]
+        assert (project / problem["file"]).is_file(), problem
+        for place in problem.get("also_at", ()):
+            assert (project / place.rsplit(":", 1)[0]).is_file(), place
+
+
+def test_the_readme_gives_the_corpus_table_doctor_scores_today():
+    readme = (REPO / "README.md").read_text()
+    shown = re.search(r"<!-- scripts/doctor_corpus\.py -->\n(.*?)\n<!-- end -->", readme, re.S)
+    assert shown, "README has no corpus table"
+    assert shown.group(1) == scorer.table([scorer.score(p) for p in scorer.projects()])
+
+
+def test_doctor_raises_no_false_error_on_the_ddp_projects():
+    for project in PROJECTS:
+        score = scorer.score(project)
+        if score.ddp:
+            assert score.false_errors == [], (project.name, score.false_errors)
+
+
+def test_the_matching_counts_a_finding_once_and_at_its_line(tmp_path):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "train.py").write_text(
+        "from perforatedai import utils_perforatedai as UPA\n"
+        "model = UPA.initialize_pai(object())\n")
+    (project / "expected.json").write_text(json.dumps({"entry": "train.py", "ddp": False, "findings": [
+        {"id": "initialize-pai-removed", "severity": "error", "file": "train.py", "line": 1, "why": "w"},
+        {"id": "initialize-pai-removed", "severity": "error", "file": "train.py", "line": 2, "why": "w"}],
+        "not_problems": []}))
+    score = scorer.score(project)
+    assert [p["line"] for p in score.found] == [2] and [p["line"] for p in score.missed] == [1]
+    assert {f["id"] for f in score.false_alarms} > {"flag-pai-load-folder"}
