@@ -55,6 +55,17 @@ _NO_GROUP = KnownCause(
     "a torch.distributed call ran without a process group (in the init run, which has none)",
     "guard it: if args.distributed: ... (or leave it out of the init run)")
 
+_INIT_FLAG = KnownCause(
+    "flag-perforate-model-parallel",
+    "the script's argparse does not accept --perforate_model_parallel, which pai-launch passes to the init run",
+    'add parser.add_argument("--perforate_model_parallel", action="store_true")')
+_LOAD_FLAG = KnownCause(
+    "flag-pai-load-folder",
+    "the script's argparse does not accept --pai_load_folder, which pai-launch passes on a restart (an option spelled "
+    "--pai-load-folder does not take it)",
+    'add parser.add_argument("--pai_load_folder", default=None) (or the underscore spelling as an alias)')
+
+_UNRECOGNIZED = re.compile(r"error: unrecognized arguments:.*?(--perforate_model_parallel|--pai_load_folder)")
 _MISMATCH = re.compile(r"Received data size doesn't match expected size|size mismatch|doesn't match expected size"
                        r"|op\.preamble\.length <= op\.nbytes", re.IGNORECASE)
 _BUFFER_SYNC = re.compile(r"_sync_buffers|_sync_module_buffers|broadcast_coalesced|nn/parallel/distributed\.py")
@@ -97,6 +108,9 @@ def explaining_line(tail: str) -> str:
 
 def known_cause(tail: str) -> KnownCause | None:
     """The known PerforatedAI/DDP failure the tail shows, if any."""
+    unrecognized = _UNRECOGNIZED.search(tail)
+    if unrecognized:
+        return _INIT_FLAG if unrecognized.group(1) == "--perforate_model_parallel" else _LOAD_FLAG
     if re.search(r"environment variable \w+ expected, but not set", tail):
         return _UNGUARDED
     if _MISMATCH.search(tail) and _BUFFER_SYNC.search(tail):

@@ -791,6 +791,8 @@ def script_without_pai_flags(run: Run) -> str:
     run.check("unrecognized arguments: --perforate_model_parallel" in tail,
               f"the argparse error is not in the logged tail: {tail!r}")
     run.check(not events(launch, "generation_started"), "a generation was started")
+    run.check("pai-launch doctor check flag-perforate-model-parallel" in reason,
+              f"the run's reason does not name the doctor check that finds it: {reason!r}")
     error = next((line for line in tail.splitlines() if "error:" in line), tail[-120:])
     return f"{_fmt_exit(rc)}: {reason}; the init run said: {error}"
 

@@ -164,6 +164,14 @@ def test_the_known_causes_are_named_with_the_doctor_check():
     assert known_cause(nccl).id == "ddp-broadcast-buffers"
 
 
+def test_argparse_rejecting_pai_launchs_flags_is_named_with_the_flag_check():
+    usage = "usage: train.py [-h] [--epochs EPOCHS]\ntrain.py: error: unrecognized arguments: "
+    assert known_cause(usage + "--perforate_model_parallel").id == "flag-perforate-model-parallel"
+    assert known_cause(usage + "--lr 3 --pai_load_folder /runs/PAI").id == "flag-pai-load-folder"
+    assert "--pai-load-folder" in known_cause(usage + "--pai_load_folder PAI").name
+    assert known_cause(usage + "--lr 3") is None
+
+
 def test_lookalikes_are_not_named():
     assert known_cause(SEGFAULT) is None
     assert known_cause(CHAINED) is None
