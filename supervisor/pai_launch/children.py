@@ -37,7 +37,7 @@ class PlainProcess:
     """One process whose output we relay line by line and whose last lines we keep."""
 
     def __init__(self, role: Role, command: Command, base_env: dict[str, str], report: Report) -> None:
-        env = {**base_env, **command.env}
+        env = {name: value for name, value in {**base_env, **command.env}.items() if name not in command.unset}
         self.role = role
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.popen = subprocess.Popen(

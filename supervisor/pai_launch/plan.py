@@ -26,6 +26,15 @@ class Command:
     argv: tuple[str, ...]
     env: dict[str, str]
     cwd: Path
+    #: Variables of pai-launch's environment the process must not see.
+    unset: tuple[str, ...] = ()
+
+
+#: What tells a script it is one rank of a launched job (torchrun's, Slurm's): the init run is one plain process, so
+#: a script that reads them (torchvision's init_distributed_mode reads SLURM_PROCID) must not find them there, even
+#: when pai-launch itself runs as a Slurm task or under torchrun.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+                  "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURM_LOCALID")
 
 
 def new_run_id(env: dict[str, str], now: float | None = None) -> str:
@@ -42,12 +51,12 @@ def new_elastic_run_id(run_id: str, generation: int) -> str:
 
 
 def init_command(spec: LaunchSpec, run_id: str, visible: tuple[str, ...]) -> Command:
-    """`python -u SCRIPT --perforate_model_parallel ARGS`: one process, first GPU only."""
+    """`python -u SCRIPT --perforate_model_parallel ARGS`: one process, first GPU only, with no rank variables."""
     env = {RUN_ID_ENV: run_id, GENERATION_ENV: "0"}
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible[0]
     argv = (spec.python, "-u", str(spec.script), INIT_FLAG, *spec.script_args)
-    return Command(argv, env, spec.workdir)
+    return Command(argv, env, spec.workdir, unset=RANK_VARIABLES)
 
 
 def worker_args(spec: LaunchSpec, load_folder: str | None) -> tuple[str, ...]:
@@ -89,14 +98,14 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
 
 
 def data_parallel_command(spec: LaunchSpec, run_id: str, generation: int) -> Command:
-    """DataParallel mode: one plain `python -u SCRIPT ARGS` with every selected GPU visible.
+    """DataParallel mode: one plain `python -u SCRIPT ARGS` with every selected GPU visible (and no rank variables).
 
     No --pai_load_folder: the DataParallel workflow restructures inside one process and has no resume.
     """
     env = {RUN_ID_ENV: run_id, GENERATION_ENV: str(generation)}
     if spec.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
-    return Command((spec.python, *worker_args(spec, None)), env, spec.workdir)
+    return Command((spec.python, *worker_args(spec, None)), env, spec.workdir, unset=RANK_VARIABLES)
 
 
 def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: dict[str, str], *, needs_init: bool,

@@ -22,6 +22,25 @@ def test_init_command_runs_one_unbuffered_process_on_the_first_gpu(tmp_path):
     assert command.cwd == tmp_path
 
 
+def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_path):
+    """pai-launch as a Slurm task (or under torchrun) has SLURM_PROCID, RANK, ... : a script that reads them would
+    start a process group in the init run. The real process gets pai-launch's environment less those."""
+    import queue
+    import sys
+
+    from pai_launch.children import PlainProcess
+    from pai_launch.events import Role
+
+    probe = "import os; print(sorted(k for k in os.environ if k in ('RANK', 'SLURM_PROCID', 'SLURM_JOB_ID', 'KEEP')))"
+    base = {"RANK": "3", "SLURM_PROCID": "1", "SLURM_JOB_ID": "77", "KEEP": "1", "PATH": "/usr/bin:/bin"}
+    for command in (plan.init_command(spec(tmp_path), "RID", ()), plan.data_parallel_command(spec(tmp_path), "RID", 1)):
+        assert {"RANK", "SLURM_PROCID", "MASTER_ADDR"} <= set(command.unset)
+        exits: queue.Queue = queue.Queue()
+        PlainProcess(Role.INIT, plan.Command((sys.executable, "-c", probe), command.env, tmp_path, command.unset),
+                     base, exits.put)
+        assert exits.get(timeout=30).log_tail.strip().splitlines()[-1] == "['KEEP', 'SLURM_JOB_ID']"
+
+
 def test_init_command_on_a_cpu_machine_leaves_cuda_alone(tmp_path):
     assert "CUDA_VISIBLE_DEVICES" not in plan.init_command(spec(tmp_path), "RID", ()).env
 
