@@ -58,7 +58,7 @@ def policies(draw) -> Policy:
     return Policy(
         grace=grace, stall_dump_wait=min(5.0, grace), stall_timeout=draw(often(3.0, None)),
         data_parallel=draw(often(False, True)), retry_data_parallel=draw(st.booleans()),
-        max_failures=draw(st.integers(1, 5)), backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
+        max_failures=draw(st.integers(1, 5)), retry_repeats=draw(st.booleans()), backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
         agent_ahead=draw(st.booleans()), multi_node=draw(st.booleans()), fs_settle=draw(st.sampled_from([0.0, 2.0])),
         save_name_given=draw(often(False, True)), requeue_on=draw(st.sampled_from([None, signal.SIGUSR1, signal.SIGTERM])),
     )
@@ -72,6 +72,8 @@ failures = st.one_of(
     st.just(()),
     st.just((Failure.launcher("rendezvous timed out"),)),
 )
+#: A crash in training that comes back the same way on every attempt (the script's own bug).
+SAME_CRASH = Failure.worker(1, 1, "epoch 2\nKeyError: 'best_mean_score_imp'")
 progressed = st.sampled_from([(), (), ("switch_2.pt",), ("switch_4.pt",)])
 
 
@@ -153,6 +155,9 @@ class StopHistories(RuleBasedStateMachine):
         assert after.init_done >= before.init_done and after.marker_seen >= before.marker_seen
         if after.failures < before.failures:
             assert isinstance(event, GenerationEnded) and event.progressed, "failures dropped without progress"
+        if after.phase is Phase.DONE and before.phase is not Phase.DONE and "the same crash" in after.reason:
+            assert isinstance(event, GenerationEnded) and not self.policy.retry_repeats, "a repeat ended a run with --max-failures"
+            assert before.trained_failure == event.failures[0].cause_signature(), "ended on a crash that repeats nothing"
         was, now = before.current.stop, after.current.stop
         if was is not None and now is not None and was.killed and before.current.started_at == after.current.started_at:
             assert now.killed, "a stop's kill was forgotten"
@@ -193,6 +198,15 @@ class StopHistories(RuleBasedStateMachine):
         by = (signal.SIGTERM, "SIGTERM to node 0's pai-launch") if stopped and self.policy.multi_node else None
         self.feed(GenerationEnded(failures=failed, complete=complete, progressed=progress, now=self.now, stopped=by))
         self.doomed = self.doomed or by is not None  # the job was stopped from another node
+
+    @precondition(lambda self: self.running == "generation" and not (self.stubborn and self.state.phase is Phase.STOPPING
+                                                                     and not self.killed))
+    @rule()
+    def rank_crashes_in_training(self):
+        """The generation trains, then rank 1 crashes as it did before: retried once, then the run ends."""
+        self.feed(SaveActivity(self.now))
+        self.running = None
+        self.feed(GenerationEnded(failures=(SAME_CRASH,), now=self.now))
 
     @precondition(lambda self: self.adopting)
     @rule(refused=st.booleans())
