@@ -76,7 +76,7 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if event.stopped is not None and (state.phase is Phase.TRAINING or stopping_to_retry(state)):
         signum, why = event.stopped
         # Another node got --requeue-on's signal first: the job is still to be requeued (by node 0).
-        state = replace(state, requeue=state.requeue or signum == policy.requeue_on)
+        state = replace(state, requeue=state.requeue or signum == policy.requeue_on, stopped_by=state.stopped_by or why)
         return finish(state, exitcodes.for_signal(signum), f"the job was stopped: {why}")
     if event.recheck:  # a second look while a shared file system settles
         if state.phase is not Phase.SETTLING:

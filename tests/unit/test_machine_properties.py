@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pai_launch.actions import (
-    AdoptSaveFolder, Finish, KillRun, PrepareAgent, RecheckProgress, StartGeneration, StartInit,
+    AdoptSaveFolder, Finish, KillRun, PrepareAgent, RecheckProgress, ScheduleRetry, StartGeneration, StartInit,
 )
 from pai_launch.events import (
     AdoptionRefused, Began, Failure, GenerationEnded, GenerationRefused, InitExited, JobStoreLost, MarkerAppeared,
@@ -115,10 +115,11 @@ class StopHistories(RuleBasedStateMachine):
             self.carry_out(action, before, after)
         if isinstance(event, SignalReceived) and before.phase is not Phase.DONE and self.is_stop_signal(event.signum):
             self.on_stop_signal(event, actions)
+            assert after.stopped_by is not None, "a stop signal was not remembered as what stopped the run"
         if isinstance(event, Tick) and self.running and self.stop_signal_at is not None:
             if event.now >= self.stop_signal_at + self.policy.grace:
                 assert self.killed, f"still running {event.now - self.stop_signal_at:g} s after a stop signal, not killed"
-        self.check_counters(before, event, after)
+        self.check_counters(before, event, after, actions)
         self.state = after
 
     def carry_out(self, action, before, after) -> None:
@@ -150,11 +151,14 @@ class StopHistories(RuleBasedStateMachine):
             self.stop_signal_at = event.now
         self.stopped = True
 
-    def check_counters(self, before, event, after) -> None:
+    def check_counters(self, before, event, after, actions) -> None:
         assert after.generation >= before.generation
         assert after.init_done >= before.init_done and after.marker_seen >= before.marker_seen
         if after.failures < before.failures:
             assert isinstance(event, GenerationEnded) and event.progressed, "failures dropped without progress"
+        if before.stopped_by is not None:
+            assert after.stopped_by == before.stopped_by, "what asked for the stop was forgotten"
+            assert not [a for a in actions if isinstance(a, ScheduleRetry)], "a retry after a stop was asked for"
         if after.phase is Phase.DONE and before.phase is not Phase.DONE and "the same crash" in after.reason:
             assert isinstance(event, GenerationEnded) and not self.policy.retry_repeats, "a repeat ended a run with --max-failures"
             assert before.trained_failure == event.failures[0].cause_signature(), "ended on a crash that repeats nothing"
