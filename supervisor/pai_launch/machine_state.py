@@ -141,7 +141,7 @@ class State:
     announced: bool = False
     #: --requeue-on's signal came: once stopped, the Slurm job is requeued.
     requeue: bool = False
-    #: What asked the run to stop (the signal's name, or why the job was stopped): what then ends is stopped, not failed.
+    #: What asked the run to stop (the signal's name, or why the job was stopped): what it ends is stopped, not failed.
     stopped_by: str | None = None
     current: GenerationRun = GenerationRun()
 

@@ -271,6 +271,7 @@ class _Reader:
         code = event.get("exit_code")
         session.exit_code = code if isinstance(code, int) else None
         session.reason = event.get("reason")
+        session.stopped_by = event.get("stopped_by") if isinstance(event.get("stopped_by"), str) else None
         for generation in self.history.generations:  # a generation the run ended without an end line of its own
             if generation.outcome == RUNNING and generation.session == len(self.history.sessions) - 1:
                 generation.outcome = STOPPED if (session.exit_code or 0) >= 128 else INTERRUPTED

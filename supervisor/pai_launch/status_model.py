@@ -63,6 +63,7 @@ class Session:
     reason: str | None = None
     last_event: float | None = None
     signal: str | None = None  # the stop signal it received, if any
+    stopped_by: str | None = None  # what asked for the stop it ended with (run_finished's stopped_by), if any
     marker_seen: bool = False
 
 

@@ -76,6 +76,7 @@ def test_a_stop_signal_is_logged_shown_and_counted_as_a_stop_not_a_failure(scene
     assert (finished["level"], finished["stopped_by"], finished["reason"]) == ("info", "SIGTERM", "stopped by SIGTERM")
     shown = status.gather(scene.work / "PAI")
     assert shown.failures == 0 and shown.exit_reason == "stopped by SIGTERM"
+    assert shown.phase == "stopped as asked: exit code 143 (stopped by SIGTERM)"
     if phase == "training":
         assert [(g.number, g.outcome) for g in shown.generations] == [(1, "stopped")]
     else:

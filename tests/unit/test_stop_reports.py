@@ -79,6 +79,7 @@ def test_status_shows_a_stopped_generation_as_stopped_and_counts_no_failure():
     (generation,) = story.generations
     assert generation.outcome == STOPPED and generation.detail == "stopped by SIGTERM"
     assert not [g for g in story.generations if g.outcome == FAILED] and not story.problems
+    assert story.sessions[-1].stopped_by == "SIGTERM"
 
 
 def test_status_names_a_rank_that_crashed_during_a_stop():
