@@ -83,6 +83,26 @@ def test_a_stop_signal_is_logged_shown_and_counted_as_a_stop_not_a_failure(scene
         assert shown.init.exit == "stopped (SIGTERM)" and not shown.problems
 
 
+def test_a_rank_that_crashes_while_stopped_is_named_but_the_run_is_still_stopped_not_failed(scene):
+    launch = scene.start("--nproc", "2", "--grace", "10",
+                         script_args=["--hang", "--fail-rank", "1", "--fail-code", "3", "--crash-on-stop"])
+    scene.wait_ready(1, 2)
+
+    launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    assert not {"generation_failed", "worker_log_tail", "retry_scheduled"} & set(launch.event_names()), launch.log_summary()
+    stopped = launch.event("generation_stopped")
+    assert (stopped["level"], stopped["cause"], stopped["rank"], stopped["exit"]) == ("warning", "SIGTERM", 1, "exit code 3")
+    assert stopped["log_line"] == "RuntimeError: teardown failed while stopping"
+    assert stopped["exit_codes"]["1"] == 3
+    shown = status.gather(scene.work / "PAI")
+    (generation,) = shown.generations
+    assert generation.outcome == "stopped" and shown.failures == 0
+    assert "rank 1 had exited with exit code 3 (RuntimeError: teardown failed while stopping)" in generation.detail
+
+
 @pytest.mark.parametrize("phase", ["init", "training"])
 def test_ctrl_c_to_the_terminal_process_group_reaches_each_process_once(scene, phase):
     # A terminal's Ctrl+C signals the whole foreground process group. The run's processes live in their own
