@@ -115,7 +115,8 @@ class StopHistories(RuleBasedStateMachine):
             self.carry_out(action, before, after)
         if isinstance(event, SignalReceived) and before.phase is not Phase.DONE and self.is_stop_signal(event.signum):
             self.on_stop_signal(event, actions)
-            assert after.stopped_by is not None, "a stop signal was not remembered as what stopped the run"
+            if event.signum in STOP_SIGNALS or after.requeue:  # the requeue signal is ignored while a stop ends the run
+                assert after.stopped_by is not None, "a stop signal was not remembered as what stopped the run"
         if isinstance(event, Tick) and self.running and self.stop_signal_at is not None:
             if event.now >= self.stop_signal_at + self.policy.grace:
                 assert self.killed, f"still running {event.now - self.stop_signal_at:g} s after a stop signal, not killed"
