@@ -72,6 +72,9 @@ parser.add_argument("--fail-after-switch", action="store_true",
                     help="the --fail-rank (not 0) fails only once rank 0 wrote this generation's switch file (or the marker)")
 parser.add_argument("--default-sigusr1", action="store_true",
                     help="leave SIGUSR1 at its default action (the process dies of it), like a script without a handler")
+parser.add_argument("--crash-on-stop", action="store_true",
+                    help="the --fail-rank, once a stop signal comes, prints a traceback and exits with --fail-code "
+                         "(a rank whose own teardown crashes), instead of 128+N")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
@@ -121,6 +124,10 @@ def log_signal(signum, frame):
     deadline = time.monotonic() + args.exit_delay
     while time.monotonic() < deadline:
         time.sleep(0.02)
+    if args.crash_on_stop and args.fail_rank == rank:
+        print("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+              "RuntimeError: teardown failed while stopping", file=sys.stderr, flush=True)
+        os._exit(args.fail_code)
     sys.exit(128 + signum)
 
 

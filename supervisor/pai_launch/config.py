@@ -105,7 +105,8 @@ def policy_for(spec: LaunchSpec) -> Policy:
     """What the state machine is asked to do, from the command line."""
     return Policy(
         grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.max_failures_given,
-        max_failures=spec.max_failures, backoff_initial=spec.backoff, backoff_max=spec.backoff_max,
+        max_failures=spec.max_failures, retry_repeats=spec.max_failures_given, backoff_initial=spec.backoff,
+        backoff_max=spec.backoff_max,
         stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
         multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
         node_rank=spec.nodes.node_rank, requeue_on=spec.requeue_on,

@@ -212,6 +212,14 @@ class Failure:
         lines = [line.strip() for line in self.log_tail.splitlines() if line.strip()]
         return (self.cause, self.rank, self.returncode, lines[-1] if lines else "", self.detail)
 
+    def cause_signature(self) -> tuple:
+        """What makes two failures of a training generation 'the same crash': cause, rank, code and what explains it
+        (a known cause's id, else the line that says why the rank died). Lines printed before it (epoch numbers,
+        timings) differ from one attempt to the next; the crash does not."""
+        cause = failure_causes.known_cause(self.log_tail)
+        why = cause.id if cause is not None else failure_causes.explaining_line(self.log_tail)
+        return (self.cause, self.rank, self.node, self.returncode, why, self.detail)
+
 
 @dataclass(frozen=True)
 class GenerationEnded:

@@ -143,7 +143,8 @@ class StatusFeed:
             self.generation = event.get("generation") or None
         elif "generation" in event and isinstance(event["generation"], int):
             self.generation = event["generation"]
-        if name in ("run_started", "generation_started", "generation_ended", "generation_failed", "completion_marker_seen"):
+        if name in ("run_started", "generation_started", "generation_ended", "generation_failed", "generation_stopped",
+                    "completion_marker_seen"):
             self.dendrites, self.best = self._facts()
         self._live.set(self.text())
 

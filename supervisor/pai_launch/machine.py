@@ -78,7 +78,7 @@ def _requeue(policy: Policy, state: State, event: SignalReceived) -> tuple[State
     and is requeued (the runner does that last, once this node's processes are gone)."""
     name = signal.Signals(event.signum).name
     code, reason = exitcodes.for_signal(event.signum), f"{name}: stopped so that Slurm requeues the job"
-    state = replace(state, requeue=True)
+    state = replace(state, requeue=True, stopped_by=state.stopped_by or f"{name} (requeue)")
     actions: list[Action] = []
     if event.signum in FORWARD_SIGNALS and state.phase in RUNNING and not policy.signals_reach_workers:
         actions.append(SignalRun(event.signum))
@@ -98,6 +98,7 @@ def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tupl
     signum = event.signum
     name = signal.Signals(signum).name
     code = exitcodes.for_signal(signum)
+    state = replace(state, stopped_by=state.stopped_by or name)
     if state.phase is Phase.STARTING:
         return finish(state, code, f"stopped by {name} before anything was started")
     if state.phase in IDLE:

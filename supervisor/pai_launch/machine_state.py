@@ -57,6 +57,8 @@ class Policy:
     retry_data_parallel: bool = False
     #: Consecutive failed generations without a new switch file before giving up (exit 4).
     max_failures: int = 3
+    #: --max-failures was given: a crash that repeats after training started is retried up to it, not only once.
+    retry_repeats: bool = False
     backoff_initial: float = 1.0
     backoff_max: float = 60.0
     #: Seconds without any write to the save folder while workers run that count as a hang; None: off.
@@ -131,12 +133,16 @@ class State:
     marker_seen: bool = False
     #: Signature of the last failure that happened before training was reached.
     early_failure: tuple | None = None
+    #: Cause signature of the last failure after training was reached (Failure.cause_signature).
+    trained_failure: tuple | None = None
     #: The node's agent has been asked for (it lives for the run; a kill takes it down, and a new one is asked for).
     agent_started: bool = False
     #: Multi-node: this node's stop has been announced to the job.
     announced: bool = False
     #: --requeue-on's signal came: once stopped, the Slurm job is requeued.
     requeue: bool = False
+    #: What asked the run to stop (the signal's name, or why the job was stopped): what it ends is stopped, not failed.
+    stopped_by: str | None = None
     current: GenerationRun = GenerationRun()
 
     def with_current(self, **changes) -> State:

@@ -18,7 +18,8 @@ from pai_launch.events import (
 )
 from pai_launch.notify import Notifier
 from pai_launch.proctable import ProcessTable
-from pai_launch.reports import generation_end
+from pai_launch.reports import dendrite_verdict, generation_end
+from pai_launch.runviews import folder_facts
 from pai_launch.session import SaveSession
 
 
@@ -33,8 +34,10 @@ class InternalError(Exception):
 class Observer:
     def __init__(self, session: SaveSession, table: ProcessTable, log, notifier: Notifier) -> None:
         self.session, self.table, self.log, self.notifier = session, table, log, notifier
-        #: (generation, switch file) already logged as dendrites_added (a file is written in several events).
+        #: (generation, switch file) already logged as switch_written (a file is written in several events).
         self.announced: set[tuple[int, str]] = set()
+        #: Dendrites in the model as last logged (the one count status_pai.dendrites makes; a resume starts from it).
+        self.dendrites = folder_facts(session.save_dir)[0]
 
     def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
         """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
@@ -45,10 +48,14 @@ class Observer:
         elif isinstance(raw, SaveWritten):
             number = savedir.switch_number(raw.name)
             if number is not None and (state.generation, raw.name) not in self.announced:
+                # Whether it holds new dendrites is known once the generation ends (PerforatedAI writes its
+                # param_counts.csv after the switch file): dendrites_added or dendrites_rejected then.
                 self.announced.add((state.generation, raw.name))
-                self.log.info("dendrites_added", switch=number, file=raw.name, generation=state.generation)
-                self.notifier.status(f"generation {state.generation} running; dendrites added ({raw.name})")
+                self.log.info("switch_written", switch=number, file=raw.name, generation=state.generation)
+                self.notifier.status(f"generation {state.generation} running; {raw.name} written")
             return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
+        elif isinstance(raw, GenerationEnded) and raw.recheck and raw.progressed and state.phase is machine.Phase.SETTLING:
+            self.judge_dendrites(raw, state)  # another node's switch file showed up late
         elif isinstance(raw, ProcessExited):
             return self.plain_exited(raw, state)
         elif isinstance(raw, AgentReported):
@@ -82,9 +89,10 @@ class Observer:
         self.table.plain_ended()
         duration = round(raw.now - state.current.started_at, 2)
         if raw.role is Role.INIT:
-            log = self.log.info if raw.returncode == 0 else self.log.error
-            log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration)
-            if raw.returncode != 0:
+            stopped = {"stopped_by": state.stopped_by} if state.stopped_by is not None else {}
+            log = self.log.info if raw.returncode == 0 or stopped else self.log.error
+            log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration, **stopped)
+            if raw.returncode != 0 and not stopped:
                 self.log.error("init_output_tail", tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
@@ -137,10 +145,22 @@ class Observer:
                                 stopped=stopped, fatal=result.fatal if result else None)
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
 
+    def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
+        """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as
+        `pai-launch status` makes it, which systemd's STATUS= then shows too."""
+        after = folder_facts(self.session.save_dir)[0]
+        name, fields = dendrite_verdict(state.generation, self.dendrites, after, event.progressed)
+        self.dendrites = after
+        self.log.info(name, **fields)
+        verdict = "dendrites added" if name == "dendrites_added" else "dendrites rejected"
+        self.notifier.status(f"generation {state.generation} ended: {verdict}, {after} in all")
+
     def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
+        if event.progressed:
+            self.judge_dendrites(event, state)
         name, fields = generation_end(event, state, duration)
-        if event.stopped is not None:
-            self.log.warning(name, **fields)
+        if name == "generation_stopped":  # asked for: no failure, no log tail; a rank's own crash is a warning
+            (self.log.warning if "rank" in fields else self.log.info)(name, **fields)
             return event
         (self.log.error if (event.failures or event.fatal) else self.log.info)(name, **fields)
         if event.failures and event.failures[0].log_tail:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pai_launch import exitcodes, privatedir
+from pai_launch import exitcodes, repeats
 from pai_launch.actions import Action, RecheckProgress, ScheduleRetry
 from pai_launch.events import Cause, Failure, GenerationEnded, GenerationRefused
 from pai_launch.machine_state import (
@@ -35,33 +35,28 @@ def judge_generation(policy: Policy, event: GenerationEnded) -> tuple[int | None
     return exitcodes.NO_PROGRESS, reason
 
 
-def retry_can_fix(failure: Failure) -> bool:
-    """A failure that says nothing about the script, however often it repeats: the launcher lost one of the run's own
-    private files (something cleaned the temporary folder); the next generation's agent makes them again."""
-    return failure.cause is Cause.LAUNCHER and privatedir.lost_in(failure.detail)
-
-
 def _on_failure(policy: Policy, state: State, failure: Failure, event: GenerationEnded,
                 reached_training: bool) -> tuple[State, list[Action]]:
     """Retry from the newest valid checkpoint with exponential backoff, within the failure budget."""
     count = (0 if event.progressed else state.failures) + 1
     desc = failure.describe()
-    signature = failure.signature()
+    if event.progressed:
+        state = repeats.forgotten(state)
     if policy.data_parallel and not policy.retry_data_parallel:
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
                   f"(pass --max-failures N to retry it from the start)")
         return finish(replace(state, failures=count), failure.exit_code(), reason)
-    if not reached_training and state.early_failure == signature and not retry_can_fix(failure):
-        reason = f"{desc} before training started, exactly as the attempt before: retrying cannot help"
-        return finish(replace(state, failures=count), failure.exit_code(), reason)
+    repeated = repeats.repeat_reason(policy, state, failure, reached_training)
+    if repeated is not None:
+        return finish(replace(state, failures=count), failure.exit_code(), repeated)
     if count >= policy.max_failures:
         reason = f"gave up after {count} consecutive failed generation(s) without progress; last: {desc}"
         return finish(replace(state, failures=count), exitcodes.BUDGET_EXHAUSTED, reason)
     delay = min(policy.backoff_initial * 2 ** (count - 1), policy.backoff_max)
     if policy.data_parallel:
         desc = f"{desc}; retrying DataParallel training from the start (it has no resume)"
-    waiting = replace(state.with_current(retry_at=event.now + delay), phase=Phase.BACKOFF, failures=count, reason=desc,
-                      early_failure=None if reached_training else signature)
+    waiting = replace(repeats.remembered(state, failure, reached_training).with_current(retry_at=event.now + delay),
+                      phase=Phase.BACKOFF, failures=count, reason=desc)
     return waiting, [ScheduleRetry(delay, count, desc)]
 
 
@@ -81,7 +76,7 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if event.stopped is not None and (state.phase is Phase.TRAINING or stopping_to_retry(state)):
         signum, why = event.stopped
         # Another node got --requeue-on's signal first: the job is still to be requeued (by node 0).
-        state = replace(state, requeue=state.requeue or signum == policy.requeue_on)
+        state = replace(state, requeue=state.requeue or signum == policy.requeue_on, stopped_by=state.stopped_by or why)
         return finish(state, exitcodes.for_signal(signum), f"the job was stopped: {why}")
     if event.recheck:  # a second look while a shared file system settles
         if state.phase is not Phase.SETTLING:
@@ -113,4 +108,4 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
         reason += f" (the save folder was watched {policy.fs_settle:g} s more for another node's files to show up)"
     if code is not None:
         return finish(state, code, reason)
-    return start_generation(replace(state, failures=0, early_failure=None), event.now)
+    return start_generation(replace(repeats.forgotten(state), failures=0), event.now)

@@ -111,15 +111,17 @@ class Runner:
             if self.state.marker_seen and not before.marker_seen:
                 self.log.info("completion_marker_seen", generation=self.state.generation, grace_s=self.spec.grace)
             self.record()
-            self.notifier.report(phase_status(self.state, self.policy),
+            self.notifier.report(phase_status(self.state, self.policy, self.observer.dendrites),
                                  stopping=self.state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
             for action in actions:
                 if isinstance(action, Finish) and self.state.requeue and self.spec.nodes.coordinator:
                     self.requeue_job()
                 if isinstance(action, Finish):
-                    log = self.log.info if action.exit_code == 0 else self.log.error
+                    asked = self.state.stopped_by is not None and action.exit_code >= 128  # not a fault found meanwhile
+                    stopped = {"stopped_by": self.state.stopped_by} if asked else {}
+                    log = self.log.info if action.exit_code == 0 or stopped else self.log.error
                     log("run_finished", exit_code=action.exit_code, reason=action.reason, generations=self.state.generation,
-                        duration_s=round(time.monotonic() - started, 2))
+                        duration_s=round(time.monotonic() - started, 2), **stopped)
                     return action.exit_code
                 getattr(self, f"execute_{type(action).__name__}")(action)
             if self.table.run_started():

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from pai_launch import liveline, logs, savedir
+from pai_launch import liveline, logs
 from pai_launch.config import LaunchSpec
 
 
@@ -18,15 +18,15 @@ def live_line_wanted(spec: LaunchSpec, err: TextIO = sys.stderr) -> bool:
 
 
 def folder_facts(save_dir: Path) -> tuple[int, float | None]:
-    """(dendrite additions saved, best validation score so far or None) from the save folder's files, as
-    `pai-launch status` reads them."""
+    """(dendrites added, best validation score so far or None) from the save folder's files, as `pai-launch status`
+    reads them (status_pai.dendrites: the one count the log, the metrics, the live line and systemd's STATUS= show)."""
     from pai_launch.status import dendrites_and_best
 
     try:
         count, best = dendrites_and_best(save_dir)
     except Exception:  # noqa: BLE001 - a half-written CSV must not break the line
         count, best = None, None
-    return (len(savedir.snapshot_switches(save_dir)) if count is None else count), best
+    return (0 if count is None else count), best
 
 
 class RunViews:

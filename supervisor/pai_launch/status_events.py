@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 
 from pai_launch import failure_causes
 from pai_launch.status_model import (
-    COMPLETE, FAILED, INTERRUPTED, NO_PROGRESS, RESTRUCTURED, RUNNING, STOPPED, Generation, InitRun, Problem, Session,
+    COMPLETE, FAILED, INTERRUPTED, NO_PROGRESS, REJECTED, RESTRUCTURED, RUNNING, STOPPED, Generation, InitRun, Problem,
+    Session,
 )
+
+#: The signals that stop a run (an older pai-launch logged the generation they ended as failed).
+STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 
 #: Events shown as a problem line, with the fields that say what happened.
 PROBLEM_EVENTS = {
@@ -105,6 +109,8 @@ def _number(value: object) -> float | None:
 class _Reader:
     def __init__(self) -> None:
         self.history = History()
+        #: Generations whose switch files held no new dendrites (dendrites_rejected), shown so when they end.
+        self.rejected: list[Generation] = []
 
     @property
     def session(self) -> Session:
@@ -150,7 +156,9 @@ class _Reader:
         init.duration, init.exit = _number(event.get("duration_s")), event.get("exit")
         init.ok = init.exit == "exit code 0"
         init.started = refine_start(init.started, now, init.duration)
-        if not init.ok:
+        if event.get("stopped_by"):
+            init.exit = f"stopped ({event['stopped_by']})"
+        elif not init.ok:
             self.history.problems.append(Problem(now, "init_failed", f"the init run ended with {init.exit}"))
 
     def on_generation_started(self, event: dict, now: float | None, session: Session) -> None:
@@ -161,14 +169,28 @@ class _Reader:
 
     on_training_started = on_generation_started  # --data-parallel: one long "generation"
 
-    def on_dendrites_added(self, event: dict, now: float | None, session: Session) -> None:
+    def on_switch_written(self, event: dict, now: float | None, session: Session) -> None:
         generation = self.current(event.get("generation"))
         name = event.get("file")
         if generation is not None and isinstance(name, str) and name not in generation.switch_files:
             generation.switch_files.append(name)
 
+    def on_dendrites_added(self, event: dict, now: float | None, session: Session) -> None:
+        """Logged when the generation ends with more dendrites (an older pai-launch logged it per switch file)."""
+        self.on_switch_written(event, now, session)
+        generation = self.current(event.get("generation"))
+        if generation is not None and isinstance(event.get("dendrites"), int):
+            generation.dendrites = event["dendrites"]
+
+    def on_dendrites_rejected(self, event: dict, now: float | None, session: Session) -> None:
+        generation = self.current(event.get("generation"))
+        if generation is not None:
+            self.rejected.append(generation)
+            generation.dendrites = event["dendrites"] if isinstance(event.get("dendrites"), int) else None
+
     def on_signal_received(self, event: dict, now: float | None, session: Session) -> None:
-        session.signal = session.signal or event.get("signal")
+        if event.get("signal") in STOP_SIGNAL_NAMES:  # SIGUSR1/2 are passed on to the workers; the run goes on
+            session.signal = session.signal or event.get("signal")
 
     def on_completion_marker_seen(self, event: dict, now: float | None, session: Session) -> None:
         session.marker_seen = True
@@ -190,6 +212,8 @@ class _Reader:
             return
         if event.get("complete"):
             generation.outcome, generation.detail = COMPLETE, "training complete"
+        elif generation.switch_files and any(g is generation for g in self.rejected):
+            generation.outcome, generation.detail = REJECTED, "no improvement, the model from before them was kept"
         elif generation.switch_files:
             generation.outcome, generation.detail = RESTRUCTURED, "dendrites added"
         else:
@@ -213,9 +237,16 @@ class _Reader:
             generation.detail = str(event.get("error") or generation.exit or "failed")
 
     def on_generation_stopped(self, event: dict, now: float | None, session: Session) -> None:
+        """Asked for: not a failure. A rank that crashed of its own meanwhile is named in the detail."""
         generation = self._ended(event, now)
-        if generation is not None:
-            generation.outcome, generation.detail = STOPPED, str(event.get("reason") or "stopped")
+        if generation is None:
+            return
+        generation.outcome, generation.detail = STOPPED, str(event.get("reason") or event.get("cause") or "stopped")
+        rank = event.get("rank")
+        if isinstance(rank, int):
+            generation.rank, generation.exit = rank, str(event.get("exit") or "")
+            line = f" ({str(event['log_line'])[:200]})" if event.get("log_line") else ""
+            generation.detail += f"; rank {rank} had exited with {generation.exit}{line}"
 
     def on_worker_log_tail(self, event: dict, now: float | None, session: Session) -> None:
         ended = [g for g in self.history.generations if g.outcome == FAILED]
@@ -240,6 +271,7 @@ class _Reader:
         code = event.get("exit_code")
         session.exit_code = code if isinstance(code, int) else None
         session.reason = event.get("reason")
+        session.stopped_by = event.get("stopped_by") if isinstance(event.get("stopped_by"), str) else None
         for generation in self.history.generations:  # a generation the run ended without an end line of its own
             if generation.outcome == RUNNING and generation.session == len(self.history.sessions) - 1:
                 generation.outcome = STOPPED if (session.exit_code or 0) >= 128 else INTERRUPTED

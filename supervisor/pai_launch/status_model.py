@@ -15,6 +15,7 @@ class StatusError(Exception):
 
 #: How a generation ended (Generation.outcome).
 RESTRUCTURED = "restructured"  # every worker exited 0 and a switch file was written: dendrites added
+REJECTED = "dendrites rejected"  # a switch file was written, but PerforatedAI kept no new dendrite (no improvement)
 COMPLETE = "complete"  # the completion marker was written
 FAILED = "failed"  # a worker (or the launcher) failed
 STOPPED = "stopped"  # stopped by a signal or by the job
@@ -46,6 +47,7 @@ class Generation:
     switch_files: list[str] = field(default_factory=list)
     load_folder: str | None = None
     session: int = 0  # which pai-launch (0, 1, ...: one per start) ran it
+    dendrites: int | None = None  # dendrites in the model when it ended (dendrites_added / dendrites_rejected)
     inferred: bool = False  # from PerforatedAI's files only; times are file times
 
 
@@ -61,6 +63,7 @@ class Session:
     reason: str | None = None
     last_event: float | None = None
     signal: str | None = None  # the stop signal it received, if any
+    stopped_by: str | None = None  # what asked for the stop it ended with (run_finished's stopped_by), if any
     marker_seen: bool = False
 
 

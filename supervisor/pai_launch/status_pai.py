@@ -141,16 +141,31 @@ def scores(text: str | None, source: str, *, maximizing: object = None, config_n
     return result
 
 
+def kept_sizes(counts: list[int]) -> list[int]:
+    """The model's sizes from the first through each dendrite addition it kept: param_counts.csv gets a row at every
+    switch, a larger size when dendrites are added and a smaller one when PerforatedAI rejects them (it reloads the
+    best model from before them), so a shrink takes back the additions it undoes."""
+    kept: list[int] = []
+    for count in counts:
+        if not kept or count > kept[-1]:
+            kept.append(count)
+        else:
+            while len(kept) > 1 and kept[-1] > count:
+                kept.pop()
+    return kept
+
+
 def dendrites(param_counts_text: str | None, switch_epochs_text: str | None, switch_numbers: list[int], *,
               param_counts_name: str = "param_counts.csv", switch_epochs_name: str = "switch_epochs.csv",
               max_dendrites: object = None) -> Dendrites:
-    """Dendrites added so far: from the model's growth in param_counts.csv, else switch_epochs.csv (two switches
-    per dendrite), else the newest switch_N.pt (N = switches so far); None when none of them says."""
+    """Dendrites added so far, the one count the log, `pai-launch status`, the metrics and systemd's STATUS= show: from
+    the model's growth in param_counts.csv (rejected additions taken back), else switch_epochs.csv (two switches per
+    dendrite), else the newest switch_N.pt (N = switches so far); None when none of them says."""
     result = Dendrites(max_dendrites=max_dendrites if isinstance(max_dendrites, int) else None)
     epochs = switch_epochs(switch_epochs_text or "")
     result.epochs = epochs[1::2]
     counts = [c for c in (_int(row[1]) for row in rows(param_counts_text or "") if len(row) >= 2) if c is not None]
-    growth = [c for i, c in enumerate(counts) if i == 0 or c != counts[i - 1]]
+    growth = kept_sizes(counts)
     if growth:
         result.count, result.source, result.param_counts = len(growth) - 1, param_counts_name, growth
     elif epochs:

@@ -95,7 +95,8 @@ def _launch_state(status: RunStatus, facts: Facts, running: bool) -> None:
     elif last is None and last_exit.get("code") is not None:  # no events file, but state.json says how it ended
         status.state, status.exit_code, status.exit_reason = "finished", last_exit.get("code"), last_exit.get("reason")
     if status.state == "finished":
-        status.phase = f"finished: exit code {status.exit_code} ({status.exit_reason or 'no reason recorded'})"
+        how = "stopped as asked" if last is not None and last.stopped_by else "finished"
+        status.phase = f"{how}: exit code {status.exit_code} ({status.exit_reason or 'no reason recorded'})"
         return
     status.state = "interrupted"
     status.ended = history.last if history else None

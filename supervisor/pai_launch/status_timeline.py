@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pai_launch.atomic import write_atomically
 from pai_launch.savedir import switch_number
-from pai_launch.status_model import COMPLETE, FAILED, RESTRUCTURED, RUNNING, STOPPED, RunStatus, StatusError
+from pai_launch.status_model import COMPLETE, FAILED, REJECTED, RESTRUCTURED, RUNNING, STOPPED, RunStatus, StatusError
 from pai_launch.status_pai import best_so_far
 from pai_launch.status_summary import duration
 
-COLOURS = {"init": "#9e9e9e", RESTRUCTURED: "#43a047", COMPLETE: "#1e88e5", FAILED: "#e53935", STOPPED: "#fb8c00",
+COLOURS = {"init": "#9e9e9e", RESTRUCTURED: "#43a047", REJECTED: "#9ccc65", COMPLETE: "#1e88e5", FAILED: "#e53935", STOPPED: "#fb8c00",
            RUNNING: "#fdd835", "no progress": "#8e24aa", "interrupted": "#6d4c41", "unknown": "#bdbdbd"}
 
 

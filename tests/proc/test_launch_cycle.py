@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pai_launch import status
+
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
 
@@ -21,7 +23,11 @@ def test_full_cycle_restarts_on_each_switch_file_until_the_marker(scene):
     assert launch.event_names().count("init_started") == 1
     assert _generations(launch) == [(1, None), (2, "PAI"), (3, "PAI")]
     assert [e["switch_files"] for e in launch.events("generation_ended")] == [["switch_2.pt"], ["switch_4.pt"], []]
-    assert {e["file"] for e in launch.events("dendrites_added")} == {"switch_2.pt", "switch_4.pt"}
+    assert [(e["generation"], e["file"]) for e in launch.events("switch_written")] == [(1, "switch_2.pt"), (2, "switch_4.pt")]
+    added = launch.events("dendrites_added")
+    assert [(e["generation"], e["switch_files"], e["dendrites"]) for e in added] == [
+        (1, ["switch_2.pt"], 1), (2, ["switch_4.pt"], 2)]
+    assert "dendrites_rejected" not in launch.event_names()
     finished = launch.event("run_finished")
     assert (finished["exit_code"], finished["generations"]) == (0, 3)
 
@@ -59,6 +65,12 @@ def test_rewriting_the_same_switch_file_counts_as_progress(scene):
     assert [e["switch_files"] for e in launch.events("generation_ended")] == [["switch_2.pt"], ["switch_2.pt"], []]
     assert _generations(launch) == [(1, None), (2, "PAI"), (3, "PAI")]
     assert sorted(p.name for p in (scene.work / "PAI").glob("switch_*.pt")) == ["switch_2.pt"]
+    # The rewrite holds no new dendrite: logged as rejected, once, and the log, status and its generation line agree.
+    assert [(e["generation"], e["dendrites"]) for e in launch.events("dendrites_added")] == [(1, 1)]
+    assert [(e["generation"], e["dendrites"]) for e in launch.events("dendrites_rejected")] == [(2, 1)]
+    shown = status.gather(scene.work / "PAI")
+    assert shown.dendrites.count == 1
+    assert [g.outcome for g in shown.generations] == ["restructured", "dendrites rejected", "complete"]
 
 
 def test_generation_without_switch_file_or_marker_exits_5(scene):

@@ -63,7 +63,8 @@ def test_a_generation_that_fails_once_is_retried_after_the_backoff_and_the_run_c
 
 
 def test_a_generation_failing_every_time_exits_4_after_max_failures_with_doubling_backoff(scene):
-    launch, rc = scene.run("--nproc", "2", "--backoff", "1",
+    # --max-failures given: the same crash is retried up to it (without it, only once).
+    launch, rc = scene.run("--nproc", "2", "--backoff", "1", "--max-failures", "3",
                            script_args=["--fail-rank", "0", "--fail-every", "--fail-code", "6", *TRAINING])
 
     assert rc == 4, launch.log_summary()
@@ -86,8 +87,30 @@ def test_a_generation_failing_every_time_exits_4_after_max_failures_with_doublin
     assert (state["generation"], state["failures"], state["last_exit"]["code"]) == (3, 3, 4)
 
 
+@pytest.mark.parametrize("max_failures", [None, 4], ids=["default", "max_failures_4"])
+def test_the_same_crash_after_training_started_is_tried_twice_unless_max_failures_asks_for_more(scene, max_failures):
+    budget = [] if max_failures is None else ["--max-failures", str(max_failures)]
+    launch, rc = scene.run("--nproc", "2", "--backoff", "0.1", *budget,
+                           script_args=["--fail-rank", "0", "--fail-every", "--fail-code", "6", *TRAINING])
+
+    failed = launch.events("generation_failed")
+    assert all(f["reached_training"] and (f["rank"], f["exit"]) == (0, "exit code 6") for f in failed), failed
+    finished = launch.event("run_finished")
+    if max_failures is None:
+        assert rc == 6, launch.log_summary()
+        assert [f["generation"] for f in failed] == [1, 2]
+        assert [r["failures"] for r in launch.events("retry_scheduled")] == [1]
+        assert "the same crash as the attempt before" in finished["reason"] and "rank 0" in finished["reason"]
+        assert "--max-failures" in finished["reason"]
+    else:
+        assert rc == 4, launch.log_summary()
+        assert [f["generation"] for f in failed] == [1, 2, 3, 4]
+        assert [r["failures"] for r in launch.events("retry_scheduled")] == [1, 2, 3]
+        assert "gave up after 4 consecutive" in finished["reason"]
+
+
 def test_the_backoff_doubles_up_to_backoff_max(scene):
-    launch, rc = scene.run("--nproc", "2", "--backoff", "0.2", "--backoff-max", "0.3",
+    launch, rc = scene.run("--nproc", "2", "--backoff", "0.2", "--backoff-max", "0.3", "--max-failures", "3",
                            script_args=["--fail-rank", "0", "--fail-every", *TRAINING])
 
     assert rc == 4, launch.log_summary()

@@ -9,6 +9,7 @@ import signal
 import psutil
 import pytest
 
+from pai_launch import status
 from tests.helpers import is_live, stamp, wait_until
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
@@ -46,6 +47,60 @@ def test_stop_signal_mid_generation_is_forwarded_once_and_exits_128_plus_n(scene
     assert finished["exit_code"] == 128 + signum and signum.name in finished["reason"]
     # The sleepers the workers started in their own sessions were swept before pai-launch exited.
     assert not [gc.pid for gc in grandchildren if is_live(gc)]
+
+
+@pytest.mark.parametrize("phase", ["init", "training"])
+def test_a_stop_signal_is_logged_shown_and_counted_as_a_stop_not_a_failure(scene, phase):
+    script_args = ["--hang-init"] if phase == "init" else ["--hang", "--heartbeat", "0.1"]
+    launch = scene.start("--nproc", "2", "--grace", "10", script_args=script_args)
+    if phase == "init":
+        scene.wait_ready(0, 1)
+    else:
+        scene.wait_ready(1, 2)
+        wait_until(lambda: "training_reached" in launch.event_names(), 30, message="training_reached")
+
+    launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    names = launch.event_names()
+    assert not {"generation_failed", "worker_log_tail", "init_output_tail"} & set(names), launch.log_summary()
+    if phase == "init":
+        ended = launch.event("init_exited")
+    else:
+        ended = launch.event("generation_stopped")
+        assert (ended["generation"], ended["cause"], ended["reason"]) == (1, "SIGTERM", "stopped by SIGTERM")
+        assert not {"rank", "log_line", "tail"} & set(ended)
+    assert (ended["level"], ended["stopped_by" if phase == "init" else "cause"]) == ("info", "SIGTERM")
+    finished = launch.event("run_finished")
+    assert (finished["level"], finished["stopped_by"], finished["reason"]) == ("info", "SIGTERM", "stopped by SIGTERM")
+    shown = status.gather(scene.work / "PAI")
+    assert shown.failures == 0 and shown.exit_reason == "stopped by SIGTERM"
+    assert shown.phase == "stopped as asked: exit code 143 (stopped by SIGTERM)"
+    if phase == "training":
+        assert [(g.number, g.outcome) for g in shown.generations] == [(1, "stopped")]
+    else:
+        assert shown.init.exit == "stopped (SIGTERM)" and not shown.problems
+
+
+def test_a_rank_that_crashes_while_stopped_is_named_but_the_run_is_still_stopped_not_failed(scene):
+    launch = scene.start("--nproc", "2", "--grace", "10",
+                         script_args=["--hang", "--fail-rank", "1", "--fail-code", "3", "--crash-on-stop"])
+    scene.wait_ready(1, 2)
+
+    launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    assert not {"generation_failed", "worker_log_tail", "retry_scheduled"} & set(launch.event_names()), launch.log_summary()
+    stopped = launch.event("generation_stopped")
+    assert (stopped["level"], stopped["cause"], stopped["rank"], stopped["exit"]) == ("warning", "SIGTERM", 1, "exit code 3")
+    assert stopped["log_line"] == "RuntimeError: teardown failed while stopping"
+    assert stopped["exit_codes"]["1"] == 3
+    shown = status.gather(scene.work / "PAI")
+    (generation,) = shown.generations
+    assert generation.outcome == "stopped" and shown.failures == 0
+    assert "rank 1 had exited with exit code 3 (RuntimeError: teardown failed while stopping)" in generation.detail
 
 
 @pytest.mark.parametrize("phase", ["init", "training"])

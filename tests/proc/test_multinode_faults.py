@@ -84,6 +84,12 @@ def test_sigterm_to_any_nodes_pai_launch_stops_the_whole_job_cleanly_with_143(sc
     assert f"SIGTERM to node {signalled}'s pai-launch" in other.event("run_finished")["reason"]
     assert nodes[signalled].event("job_stop_announced")["told"] is True
     assert read_state(scene.work / "PAI")["last_exit"]["code"] == 143
+    # A stop asked for, on every node: the generation is stopped, not failed, and says what stopped it.
+    for node, cause in ((nodes[signalled], "SIGTERM"), (other, f"SIGTERM to node {signalled}'s pai-launch")):
+        assert "generation_failed" not in node.event_names(), summaries(nodes)
+        stopped = node.event("generation_stopped")
+        assert (stopped["level"], stopped["generation"]) == ("info", 1) and cause in stopped["cause"], stopped
+        assert node.event("run_finished")["level"] == "info"
 
 
 def test_sigterm_to_node_0_during_its_init_run_stops_the_waiting_nodes_too(scene):

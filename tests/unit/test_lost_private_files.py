@@ -8,7 +8,7 @@ from pai_launch import exitcodes, privatedir
 from pai_launch.agent import Output
 from pai_launch.events import Began, Failure, GenerationEnded, InitExited, Tick
 from pai_launch.machine import Phase, Policy, start, step
-from pai_launch.outcomes import retry_can_fix
+from pai_launch.repeats import retry_can_fix
 from pai_launch.protocol import GenerationResult
 
 POLICY = Policy(grace=10.0, agent_ahead=False)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pai_launch.actions import (
-    AdoptSaveFolder, Finish, KillRun, PrepareAgent, RecheckProgress, StartGeneration, StartInit,
+    AdoptSaveFolder, Finish, KillRun, PrepareAgent, RecheckProgress, ScheduleRetry, StartGeneration, StartInit,
 )
 from pai_launch.events import (
     AdoptionRefused, Began, Failure, GenerationEnded, GenerationRefused, InitExited, JobStoreLost, MarkerAppeared,
@@ -58,7 +58,7 @@ def policies(draw) -> Policy:
     return Policy(
         grace=grace, stall_dump_wait=min(5.0, grace), stall_timeout=draw(often(3.0, None)),
         data_parallel=draw(often(False, True)), retry_data_parallel=draw(st.booleans()),
-        max_failures=draw(st.integers(1, 5)), backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
+        max_failures=draw(st.integers(1, 5)), retry_repeats=draw(st.booleans()), backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
         agent_ahead=draw(st.booleans()), multi_node=draw(st.booleans()), fs_settle=draw(st.sampled_from([0.0, 2.0])),
         save_name_given=draw(often(False, True)), requeue_on=draw(st.sampled_from([None, signal.SIGUSR1, signal.SIGTERM])),
     )
@@ -72,6 +72,8 @@ failures = st.one_of(
     st.just(()),
     st.just((Failure.launcher("rendezvous timed out"),)),
 )
+#: A crash in training that comes back the same way on every attempt (the script's own bug).
+SAME_CRASH = Failure.worker(1, 1, "epoch 2\nKeyError: 'best_mean_score_imp'")
 progressed = st.sampled_from([(), (), ("switch_2.pt",), ("switch_4.pt",)])
 
 
@@ -113,10 +115,12 @@ class StopHistories(RuleBasedStateMachine):
             self.carry_out(action, before, after)
         if isinstance(event, SignalReceived) and before.phase is not Phase.DONE and self.is_stop_signal(event.signum):
             self.on_stop_signal(event, actions)
+            if event.signum in STOP_SIGNALS or after.requeue:  # the requeue signal is ignored while a stop ends the run
+                assert after.stopped_by is not None, "a stop signal was not remembered as what stopped the run"
         if isinstance(event, Tick) and self.running and self.stop_signal_at is not None:
             if event.now >= self.stop_signal_at + self.policy.grace:
                 assert self.killed, f"still running {event.now - self.stop_signal_at:g} s after a stop signal, not killed"
-        self.check_counters(before, event, after)
+        self.check_counters(before, event, after, actions)
         self.state = after
 
     def carry_out(self, action, before, after) -> None:
@@ -148,11 +152,17 @@ class StopHistories(RuleBasedStateMachine):
             self.stop_signal_at = event.now
         self.stopped = True
 
-    def check_counters(self, before, event, after) -> None:
+    def check_counters(self, before, event, after, actions) -> None:
         assert after.generation >= before.generation
         assert after.init_done >= before.init_done and after.marker_seen >= before.marker_seen
         if after.failures < before.failures:
             assert isinstance(event, GenerationEnded) and event.progressed, "failures dropped without progress"
+        if before.stopped_by is not None:
+            assert after.stopped_by == before.stopped_by, "what asked for the stop was forgotten"
+            assert not [a for a in actions if isinstance(a, ScheduleRetry)], "a retry after a stop was asked for"
+        if after.phase is Phase.DONE and before.phase is not Phase.DONE and "the same crash" in after.reason:
+            assert isinstance(event, GenerationEnded) and not self.policy.retry_repeats, "a repeat ended a run with --max-failures"
+            assert before.trained_failure == event.failures[0].cause_signature(), "ended on a crash that repeats nothing"
         was, now = before.current.stop, after.current.stop
         if was is not None and now is not None and was.killed and before.current.started_at == after.current.started_at:
             assert now.killed, "a stop's kill was forgotten"
@@ -193,6 +203,15 @@ class StopHistories(RuleBasedStateMachine):
         by = (signal.SIGTERM, "SIGTERM to node 0's pai-launch") if stopped and self.policy.multi_node else None
         self.feed(GenerationEnded(failures=failed, complete=complete, progressed=progress, now=self.now, stopped=by))
         self.doomed = self.doomed or by is not None  # the job was stopped from another node
+
+    @precondition(lambda self: self.running == "generation" and not (self.stubborn and self.state.phase is Phase.STOPPING
+                                                                     and not self.killed))
+    @rule()
+    def rank_crashes_in_training(self):
+        """The generation trains, then rank 1 crashes as it did before: retried once, then the run ends."""
+        self.feed(SaveActivity(self.now))
+        self.running = None
+        self.feed(GenerationEnded(failures=(SAME_CRASH,), now=self.now))
 
     @precondition(lambda self: self.adopting)
     @rule(refused=st.booleans())
