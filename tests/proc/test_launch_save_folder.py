@@ -116,4 +116,4 @@ def test_adopting_a_folder_another_pai_launch_holds_exits_2_naming_it(scene):
     reason = launch.event("run_finished")["reason"]
     assert f"the script saves to OTHER, but another pai-launch (PID {holder.pid})" in reason
     assert "generation_started" not in launch.event_names()
-    assert (scene.work / "PAI" / ".pai-launch" / "state.json").is_file()  # our own folder is kept, nothing moved
+    assert not (scene.work / "PAI").exists()  # nothing written where the script never writes
