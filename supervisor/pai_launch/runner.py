@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import coordination, crossnode, exitcodes, logs, machine, plan, savedir
+from pai_launch import adoptions, coordination, crossnode, exitcodes, logs, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
@@ -209,7 +209,13 @@ class Runner:
             self.inbox.put(SaveFolderLost(str(exc), now))
         else:
             self.log.warning("save_folder_adopted", save_folder=action.name, instead_of=self.spec.save_name,
-                             hint=f"the script saves to {action.name}; pass --save-name {action.name} to say so")
+                             recorded_in=str(adoptions.record_path(self.spec.workdir)),
+                             hint=f"the script saves to {action.name}; the same command resumes there (or pass "
+                                  f"--save-name {action.name} to say so)")
+            problem = self.session.remember_adoption()
+            if problem:
+                self.log.warning("adoption_not_recorded", error=problem,
+                                 hint=f"start this run again with --save-name {action.name} to resume it")
             self.inbox.put(SaveFolderAdopted(action.name, now))
 
     def execute_StartGeneration(self, action) -> None:

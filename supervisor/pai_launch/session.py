@@ -1,5 +1,6 @@
 """Everything pai-launch does under the save folder: its record, lock and events file (written only once the init run
-has shown where the script saves), where the init run really wrote, adoption of that folder, checkpoint checks before a launch, progress after one, the folder's health, watching it, and --fresh's
+has shown where the script saves), where the init run really wrote, adoption of that folder and its record beside the
+default one, checkpoint checks before a launch, progress after one, the folder's health, watching it, and --fresh's
 move aside. Files only; no processes.
 """
 
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch import checkpoint, plan, savedir
+from pai_launch import adoptions, checkpoint, plan, savedir
 from pai_launch.config import LaunchSpec
 from pai_launch.locks import SaveFolderLock
 from pai_launch.logs import EventsFile
@@ -244,6 +245,15 @@ class SaveSession:
                 folder.rmdir()  # only if empty: it was made by us for our state
             except OSError:
                 break
+
+    def remember_adoption(self) -> str | None:
+        """Record the adopted folder beside the default one, so the same command finds it again; the problem when the
+        record cannot be written (the run goes on)."""
+        try:
+            adoptions.remember(self.spec.workdir, adoptions.Adoption.of(self.spec, self.save_name, self.run_id))
+        except (OSError, StateError) as exc:
+            return str(getattr(exc, "strerror", None) or exc)
+        return None
 
     # --- generations ----------------------------------------------------------------------------------
     def resume_folder(self, on_quarantine: Callable[[str, str, Path], None]) -> str | None:
