@@ -39,7 +39,8 @@ class Adoption:
 
     @classmethod
     def of(cls, spec: LaunchSpec, save_name: str, run_id: str) -> Adoption:
-        return cls(str((spec.workdir / spec.script).resolve()), tuple(spec.script_args), spec.save_name, save_name, run_id)
+        return cls(str((spec.workdir / spec.script).resolve()), tuple(spec.script_args), spec.adopted_from or spec.save_name,
+                   save_name, run_id)
 
     def same_command(self, other: Adoption) -> bool:
         return (self.script, self.script_args, self.instead_of) == (other.script, other.script_args, other.instead_of)
@@ -58,7 +59,7 @@ def resolve(spec: LaunchSpec) -> tuple[LaunchSpec, Adoption | None]:
         raise StateError(f"pai-launch adopted the folder {found.save_name} for this command (recorded in "
                          f"{record_path(spec.workdir)}), but it is not there: restore it to resume, or add --fresh to "
                          "start over")
-    return dataclasses.replace(spec, save_name=found.save_name), found
+    return dataclasses.replace(spec, save_name=found.save_name, adopted_from=spec.save_name), found
 
 
 def record_path(workdir: Path) -> Path:

@@ -71,6 +71,16 @@ def test_resolve_uses_the_adopted_folder_unless_save_name_was_given(tmp_path):
     assert adoptions.resolve(given) == (given, None)
 
 
+def test_a_folder_adopted_again_by_a_resumed_command_replaces_its_entry(tmp_path):
+    spec = _spec(tmp_path, "--save-dir", "out/a")
+    _remember(spec, "out/a")
+    (tmp_path / "out" / "a").mkdir(parents=True)
+    resolved, _ = adoptions.resolve(spec)
+    _remember(resolved, "out/b")  # a --reinit whose script now writes elsewhere
+
+    assert [(a.instead_of, a.save_name) for a in adoptions.load(tmp_path)] == [("PAI", "out/b")]
+
+
 def test_resolve_refuses_an_adopted_folder_that_is_gone_unless_fresh(tmp_path):
     spec = _spec(tmp_path, "--save-dir", "out/a")
     _remember(spec, "out/a")
