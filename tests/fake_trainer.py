@@ -60,6 +60,10 @@ parser.add_argument("--fail-signal", type=int, default=None,
 parser.add_argument("--hang-init", action="store_true", help="the init run runs until signalled (after its ready file)")
 parser.add_argument("--init-replaces-save", action="store_true",
                     help="the init run moves its save folder to SAVE.replaced and writes a new one (a folder swapped under us)")
+parser.add_argument("--init-clears-save", action="store_true",
+                    help="the init run removes its save folder (shutil.rmtree, if there) before it writes it: a fresh start")
+parser.add_argument("--clear-save-generation", type=int, default=None,
+                    help="in this generation rank 0 removes the save folder once running and writes latest.pt into a new one")
 # Same names as pai-launch options: a test passes them after SCRIPT to prove they reach the script, not pai-launch.
 parser.add_argument("--nproc", default=None)
 parser.add_argument("--dry-run", action="store_true")
@@ -175,6 +179,8 @@ if args.perforate_model_parallel:
         _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"), "")
     while args.hang_init:
         time.sleep(0.05)
+    if args.init_clears_save:
+        shutil.rmtree(args.save, ignore_errors=True)
     os.makedirs(args.save, exist_ok=True)
     with open(os.path.join(args.save, "array_dims.csv"), "w") as handle:
         handle.write(".fc1,1,32\n")
@@ -215,6 +221,13 @@ if args.ready_dir:
     _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"),
                       "" if grandchild is None else str(grandchild.pid))
 print(f"rank {rank} generation {generation} load={args.pai_load_folder}", flush=True)
+
+if args.clear_save_generation == generation and rank == 0:
+    os.rename(args.save, args.save + ".removing")  # the new folder is made while the old one still holds its inode
+    os.makedirs(args.save)
+    shutil.rmtree(args.save + ".removing")
+    with open(os.path.join(args.save, "latest.pt"), "wb") as handle:
+        handle.write(safetensors_bytes(os.urandom(16)))
 
 deadline = time.monotonic() + args.train_seconds
 if args.hang_rank is not None and args.hang_generation is not None:

@@ -260,6 +260,12 @@ def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str,
     return launch_class(popen, stdout_path, stderr_path)
 
 
+def run_tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m pai_launch ARGS` run to its end (doctor, status), its output captured."""
+    return subprocess.run([PYTHON, "-m", "pai_launch", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
 # --- logs -------------------------------------------------------------------------------------------
 def json_events(text: str, name: str | None = None) -> list[dict[str, Any]]:
     """pai-launch's JSON log lines (objects with an "event") in `text`, those called `name` only if given;

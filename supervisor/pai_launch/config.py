@@ -45,6 +45,8 @@ class LaunchSpec:
     nproc: int = 1
     save_name: str = "PAI"
     save_name_given: bool = False
+    #: save_name comes from the record of adopted folders; this was the command's own (its key in that record).
+    adopted_from: str | None = None
     gpus: tuple[str, ...] | None = None
     grace: float = 30.0
     log_format: str = "auto"

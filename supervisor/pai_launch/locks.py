@@ -77,6 +77,9 @@ class FolderLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        """Create, lock and write the lock file; a lock held before (read-only, or on a file since removed) is let go
+        first, since a second flock of ours on the same file would be refused."""
+        self.release()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = self._lock(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
         os.ftruncate(fd, 0)
@@ -131,6 +134,10 @@ class SaveFolderLock:
         except BaseException:
             self._path_lock.release()
             raise
+
+    def write(self) -> None:
+        """The lock file made and written, the path lock already held: the save folder is taken (again)."""
+        self._folder_lock.acquire()
 
     def release(self) -> None:
         self._folder_lock.release()

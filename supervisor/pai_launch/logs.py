@@ -29,18 +29,23 @@ class EventsFile:
 
     A structlog processor. One open handle, written under a lock, so any thread may log; a failed
     write is ignored (the save folder's health is checked elsewhere, and logging must not fail the run).
+    Without a path the lines are kept in memory until place() names the file: the save folder is not
+    written before the init run has shown which folder the script saves to.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._handle: TextIO | None = open(path, "a", encoding="utf-8")
+        self._pending: list[str] = []
+        self._handle: TextIO | None = open(path, "a+", encoding="utf-8") if path is not None else None
 
     def __call__(self, logger: Any, method_name: str, event_dict: dict) -> dict:
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z", "level": method_name, **event_dict}
         line = json.dumps(record, default=str) + "\n"
         with self._lock:
-            if self._handle is not None:
+            if self._handle is None and self.path is None:
+                self._pending.append(line)
+            elif self._handle is not None:
                 try:
                     self._handle.write(line)
                     self._handle.flush()
@@ -48,14 +53,25 @@ class EventsFile:
                     pass
         return event_dict
 
-    def move_to(self, path: Path) -> None:
-        """Carry the history over to `path` (the save folder was adopted) and go on writing there."""
+    def place(self, path: Path) -> None:
+        """Go on writing at `path`, the history so far carried over: the lines kept in memory, or the file written
+        until now (renamed when it is still there, copied from its handle when its folder was removed)."""
         with self._lock:
+            history = "".join(self._pending)
             if self._handle is not None:
-                self._handle.close()
-            os.replace(self.path, path)
-            self.path = path
-            self._handle = open(path, "a", encoding="utf-8")
+                if self.path is not None and self.path.exists():
+                    self._handle.close()
+                    os.replace(self.path, path)
+                    self._handle = None
+                else:
+                    self._handle.seek(0)
+                    history = self._handle.read()
+                    self._handle.close()
+            handle = open(path, "a+", encoding="utf-8")
+            if history:
+                handle.write(history)
+                handle.flush()
+            self.path, self._handle, self._pending = path, handle, []
 
     def close(self) -> None:
         with self._lock:

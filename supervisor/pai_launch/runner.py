@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import coordination, crossnode, exitcodes, logs, machine, plan, savedir
+from pai_launch import adoptions, coordination, crossnode, exitcodes, logs, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
@@ -28,7 +28,7 @@ from pai_launch.protocol import StopJob
 from pai_launch.reports import phase_status
 from pai_launch.record import StateError
 from pai_launch.runviews import RunViews
-from pai_launch.session import SaveFolderError, SaveSession
+from pai_launch.session import INIT_RUN, SaveFolderError, SaveSession
 
 TICK = 0.2
 
@@ -48,11 +48,15 @@ class Runner:
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
         self.store_host = store_host
+        #: The init run was the last thing started: the folder it removed and wrote again is taken anew.
+        self.after_init = False
 
     def run(self) -> int:
         """Supervise the run to its end; StateError (the folder is another pai-launch's) before anything starts."""
         try:
-            self.session.acquire()  # StateError propagates: nothing was started
+            # The save folder is written only once an init run has shown where the script saves (and whether it
+            # clears its folder first); node 0 of a job takes it at once, for the token the other nodes look for.
+            self.session.acquire(defer=self.session.needs_init() and not self.spec.nodes.multi)  # StateError propagates
         except StateError:
             if self.store_host is not None:
                 self.store_host.close()
@@ -184,7 +188,8 @@ class Runner:
         self.notifier.watchdog(time.monotonic())
         self.table.housekeeping()
         if self.state.phase in (machine.Phase.TRAINING, machine.Phase.BACKOFF):
-            problem = self.session.problem()
+            running = self.state.phase is machine.Phase.TRAINING
+            problem = self.session.problem(during=f"generation {self.state.generation}" if running else None)
             if problem:
                 self.inbox.put(SaveFolderLost(problem, time.monotonic()))
 
@@ -192,6 +197,7 @@ class Runner:
     def execute_StartInit(self, action) -> None:
         command = plan.init_command(self.spec, self.session.run_id, self.visible)
         self.session.init_starting()
+        self.after_init = True
         pid = self.table.start_plain(Role.INIT, command)
         self.log.info("init_started", pid=pid, command=" ".join(command.argv[1:]))
 
@@ -205,12 +211,27 @@ class Runner:
             self.inbox.put(SaveFolderLost(str(exc), now))
         else:
             self.log.warning("save_folder_adopted", save_folder=action.name, instead_of=self.spec.save_name,
-                             hint=f"the script saves to {action.name}; pass --save-name {action.name} to say so")
+                             recorded_in=str(adoptions.record_path(self.spec.workdir)),
+                             hint=f"the script saves to {action.name}; the same command resumes there (or pass "
+                                  f"--save-name {action.name} to say so)")
+            problem = self.session.remember_adoption()
+            if problem:
+                self.log.warning("adoption_not_recorded", error=problem,
+                                 hint=f"start this run again with --save-name {action.name} to resume it")
             self.inbox.put(SaveFolderAdopted(action.name, now))
 
     def execute_StartGeneration(self, action) -> None:
+        during, self.after_init = (INIT_RUN if self.after_init else None), False
+        # One node's files can be made again in a folder its init run removed and wrote; a job's other nodes had theirs
+        # in the removed one too, so a job stops and says why.
+        again = during is not None and not self.spec.nodes.multi
+        remade = again and self.session.replaced()
+        problem = self.session.take(again=again, during=during) or self.session.problem(during)
+        if remade and not problem:
+            self.log.warning("save_folder_remade", save_folder=str(self.session.save_dir),
+                             reason="the init run removed the save folder and wrote it again",
+                             hint="pai-launch's own files are made again in the new folder")
         had_switches = savedir.has_switches(self.session.save_dir)
-        problem = self.session.problem()
         try:
             load_folder = None if problem else self.session.resume_folder(self.quarantined)
         except SaveFolderError as exc:

@@ -1,6 +1,7 @@
-"""Everything pai-launch does under the save folder: its record, lock and events file, where the init run
-really wrote, adoption of that folder, checkpoint checks before a launch, progress after one, the
-folder's health, watching it, and --fresh's move aside. Files only; no processes, no decisions.
+"""Everything pai-launch does under the save folder: its record, lock and events file (written only once the init run
+has shown where the script saves), where the init run really wrote, adoption of that folder and its record beside the
+default one, checkpoint checks before a launch, progress after one, the folder's health, watching it, and --fresh's
+move aside. Files only; no processes.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch import checkpoint, plan, savedir
+from pai_launch import adoptions, checkpoint, plan, savedir
 from pai_launch.config import LaunchSpec
 from pai_launch.locks import SaveFolderLock
 from pai_launch.logs import EventsFile
 from pai_launch.machine_state import Phase, State
-from pai_launch.record import RecordStore, RunRecord, StateError, fingerprint, fingerprint_differences
+from pai_launch.record import STATE_DIR, RecordStore, RunRecord, StateError, fingerprint, fingerprint_differences
 from pai_launch.watcher import SaveFolderWatcher
+
+
+#: problem()'s `during` for the init run.
+INIT_RUN = "the init run"
 
 
 class SaveFolderError(Exception):
@@ -30,6 +35,19 @@ def _identity(folder: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def removed_message(folder: Path, during: str | None, remade: bool) -> str:
+    """What to say when the save folder went away (pure): what ran meanwhile, and what to do about it."""
+    text = f"the save folder {folder} was removed"
+    if during == INIT_RUN:
+        return (f"{text} while the init run was running: the script deletes its save folder on a fresh start; "
+                "start pai-launch with the folder absent, or make the script keep a folder that is there")
+    if during is not None:
+        return (f"{text} while {during} was running{' (a new folder of that name has taken its place)' if remade else ''}: "
+                "if the script deletes its save folder on a fresh start, let it do so only in the init run "
+                "(--perforate_model_parallel); start again with --fresh to train anew")
+    return text + (" (a new folder of that name has taken its place)" if remade else "")
 
 
 def move_aside(folder: Path) -> Path:
@@ -105,23 +123,47 @@ class SaveSession:
             return True
         return not ((self.previous is not None and self.previous.init_done) or savedir.has_switches(self.save_dir))
 
-    def acquire(self) -> None:
-        """Take the folder (StateError when another pai-launch holds it, or it cannot be used) and open its events file."""
+    def acquire(self, *, defer: bool = False) -> None:
+        """Take the folder (StateError when another pai-launch holds it, or it cannot be used) and open its events file.
+
+        `defer`: an init run comes first, and may save elsewhere or remove the folder to start afresh; only the path
+        lock (never in the folder) is taken now, and nothing is written until take() once the init run is over."""
         try:
-            self.lock.acquire()
+            self.lock.acquire(write=not defer)
+            if defer:
+                self.events = EventsFile(None)
+                return
             self._identity = _identity(self.save_dir)
             self.events = EventsFile(self.events_path())
         except OSError as exc:
             self.lock.release()
             raise StateError(f"cannot use the save folder {self.save_dir}: {exc.strerror or exc}: check its permissions") from exc
 
+    def take(self, *, again: bool = False, during: str | None = None) -> str | None:
+        """Make our files (lock, events so far) in the folder the script made, once the init run is over; `again`: also
+        in a folder that took the place of ours (the init run removed and wrote it, or the run ends in it). No-op when
+        taken; the problem when it cannot be done, `during` naming what ran meanwhile."""
+        if self._identity is not None and not (again and self.replaced()):
+            return None  # taken; a removal is problem()'s to report
+        if not self.save_dir.is_dir():  # never made by us: a folder the script does not write stays absent
+            return removed_message(self.save_dir, during, remade=False)
+        try:
+            self.lock.write()
+            self._identity = _identity(self.save_dir)
+            self._written = None
+            if self.events is not None:
+                self.events.place(self.events_path())
+        except (OSError, StateError) as exc:
+            return f"cannot take the save folder {self.save_dir}: {getattr(exc, 'strerror', None) or exc}"
+        return None
+
     # --- the record -----------------------------------------------------------------------------------
     def record(self, state: State) -> str | None:
         """Write state.json when what it records of `state` changed; the problem when it cannot be written."""
-        if self.replaced() or self.node != 0:
-            # Our folder was removed: never write our state into whatever now has its name. And only node 0
-            # writes the job's record.
-            return None
+        if self.node != 0:
+            return None  # only node 0 writes the job's record
+        if (self._identity is None or self.replaced()) and not (state.phase is Phase.DONE and self._ends_here()):
+            return None  # not taken yet (an init run runs), or our folder was removed
         if state.phase is Phase.DONE:
             self._last_exit = {"code": state.exit_code, "reason": state.reason}
         elif state.phase is Phase.BACKOFF:
@@ -138,17 +180,29 @@ class SaveSession:
         self._written = record
         return None
 
+    def _ends_here(self) -> bool:
+        """The run ends and its record can go into the folder under its name: one the script wrote (removed and made
+        again, or never taken because the run ended in or just after the init run). An empty folder someone else made
+        in place of ours is left alone, and a folder that is not there is not made."""
+        try:
+            script_files = [name for name in os.listdir(self.save_dir) if name != STATE_DIR]
+        except OSError:
+            return False
+        return bool(script_files) and self.take(again=True) is None
+
     # --- health ---------------------------------------------------------------------------------------
     def replaced(self) -> bool:
         """The folder we took is gone, even if a new folder of that name took its place (PerforatedAI's next
         save re-creates a removed save folder within moments)."""
         return self._identity is not None and _identity(self.save_dir) != self._identity
 
-    def problem(self) -> str | None:
-        problem = savedir.health_problem(self.save_dir)
-        if problem is None and self.replaced():
-            problem = f"the save folder {self.save_dir} was removed (a new folder of that name has taken its place)"
-        return problem
+    def problem(self, during: str | None = None) -> str | None:
+        """Why the folder cannot take the next write; `during`: what ran meanwhile ("the init run", "generation 2"),
+        named when the folder was removed."""
+        remade = self.save_dir.is_dir()
+        if remade and not self.replaced():
+            return savedir.health_problem(self.save_dir)
+        return removed_message(self.save_dir, during, remade)
 
     # --- the init run ---------------------------------------------------------------------------------
     def init_starting(self) -> None:
@@ -164,9 +218,9 @@ class SaveSession:
         return os.path.relpath(found[-1], self.spec.workdir) if found else None
 
     def adopt(self, name: str) -> None:
-        """Move our lock, record and events into `name`, the folder the script really uses; remove the folders
-        we made for them in the other. StateError: another pai-launch holds `name`; SaveFolderError: no access."""
-        old_dir, old_store, old_lock = self.save_dir, self.store, self.lock
+        """Move our lock and events into `name`, the folder the script really uses, and drop what we made for them in
+        the other (when we had taken it). StateError: another pai-launch holds `name`; SaveFolderError: no access."""
+        old_dir, old_store, old_lock, had = self.save_dir, self.store, self.lock, self._identity is not None
         new_dir = self.spec.workdir / name
         lock = SaveFolderLock(new_dir)
         try:
@@ -178,10 +232,12 @@ class SaveSession:
         self._written = None
         if self.events is not None:
             try:
-                self.events.move_to(self.events_path())
+                self.events.place(self.events_path())
             except OSError as exc:
                 raise SaveFolderError(f"cannot move {old_store.events_path} into {new_dir}: {exc.strerror or exc}") from exc
         old_lock.release()
+        if not had:
+            return  # nothing of ours was ever written there
         for leftover in (old_store.state_path, old_lock.path):
             leftover.unlink(missing_ok=True)
         for folder in (old_store.folder, old_dir):
@@ -189,6 +245,15 @@ class SaveSession:
                 folder.rmdir()  # only if empty: it was made by us for our state
             except OSError:
                 break
+
+    def remember_adoption(self) -> str | None:
+        """Record the adopted folder beside the default one, so the same command finds it again; the problem when the
+        record cannot be written (the run goes on)."""
+        try:
+            adoptions.remember(self.spec.workdir, adoptions.Adoption.of(self.spec, self.save_name, self.run_id))
+        except (OSError, StateError) as exc:
+            return str(getattr(exc, "strerror", None) or exc)
+        return None
 
     # --- generations ----------------------------------------------------------------------------------
     def resume_folder(self, on_quarantine: Callable[[str, str, Path], None]) -> str | None:

@@ -1,5 +1,5 @@
-"""From a valid command line to the runner: --fresh, an already complete folder, the doctor's check, the dry run,
-the job's coordination, then the run itself."""
+"""From a valid command line to the runner: the folder adopted for this command, --fresh, an already complete folder,
+the doctor's check, the dry run, the job's coordination, then the run itself."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import queue
 import sys
 import time
 
-from pai_launch import exitcodes, logs, plan, savedir
+from pai_launch import adoptions, exitcodes, logs, plan, savedir
 from pai_launch.config import LaunchSpec
 
 
@@ -20,6 +20,10 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
 
     log = logs.make_logger(spec.log_format)
     try:
+        spec, adopted = adoptions.resolve(spec)
+        if adopted is not None:
+            log.info("adopted_folder_used", save_folder=adopted.save_name, instead_of=adopted.instead_of,
+                     recorded_in=str(adoptions.record_path(spec.workdir)))
         if spec.fresh and spec.save_dir.exists():
             if spec.dry_run:
                 print(f"--fresh: {spec.save_dir} would be moved aside")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pai_launch import savedir
+from pai_launch import adoptions, savedir
 from pai_launch.record import EVENTS_FILE, STATE_DIR, STATE_FILE
 from pai_launch.status_events import history, parse_lines
 from pai_launch.status_live import supervisors
@@ -130,6 +130,21 @@ def gather(save: Path) -> RunStatus:
         {n: t for n, t in switches.items() if n is not None}, _mtime(save / savedir.INIT_OUTPUT), facts.marker_time,
         facts.latest_time)
     return summarise(facts)
+
+
+def default_folder(workdir: Path) -> Path:
+    """SAVE when none is given: ./PAI, unless the script wrote nothing there (it is absent, or holds only a stray
+    .pai-launch/ of an older pai-launch) and pai-launch adopted a folder here: then the one adopted last. An unreadable
+    record of adoptions is said on stderr and ./PAI is read."""
+    default = workdir / "PAI"
+    if default.is_dir() and [name for name in _listing(default) if name != STATE_DIR]:
+        return default
+    try:
+        adopted = adoptions.newest(workdir)
+    except adoptions.AdoptionRecordError as exc:
+        print(f"pai-launch: warning: {exc}", file=sys.stderr)
+        return default
+    return workdir / adopted.save_name if adopted is not None else default
 
 
 def main(save: Path, *, as_json: bool, watch: bool, timeline: Path | None, interval: float = 2.0,

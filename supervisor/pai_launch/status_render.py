@@ -112,6 +112,13 @@ def _generation_lines(status: RunStatus) -> list[str]:
     return lines or ["  none yet"]
 
 
+def _until(status: RunStatus) -> str:
+    """The end of the elapsed line: only a running supervisor's run is still going."""
+    if status.ended is not None:
+        return " to " + _clock(status.ended)
+    return ", still going" if status.state == "running" else ", its end not known"
+
+
 def render_text(status: RunStatus) -> str:
     """What a person wants at a glance: where the run is, how far it got, what went wrong."""
     command = ""
@@ -124,7 +131,7 @@ def render_text(status: RunStatus) -> str:
              f"status:      {status.phase}",
              f"supervisor:  {_supervisor_line(status)}",
              f"elapsed:     {duration(status.elapsed)} (from {_when(status.started)}"
-             f"{', still going' if status.ended is None else ' to ' + _clock(status.ended)})",
+             f"{_until(status)})",
              f"dendrites:   {_dendrite_line(status)}",
              *_score_lines(status)]
     restarts = len(status.sessions) - 1

@@ -49,7 +49,8 @@ def doctor(
 
 @tools.command(epilog="Exit codes: 0 shown; 2 SAVE is not a save folder (or --timeline cannot be drawn).")
 def status(
-    save: Annotated[Path, typer.Argument(help="The save folder.")] = Path("PAI"),
+    save: Annotated[Optional[Path], typer.Argument(
+        help="The save folder (default: PAI, or the folder pai-launch adopted here).", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until the run ends or Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between redraws with --watch.")] = 2.0,
@@ -62,7 +63,8 @@ def status(
     if interval <= 0:
         _error(f"--interval must be above 0, not {interval} (e.g. --interval 2)")
         return exitcodes.USAGE
-    return run_status.main(save, as_json=as_json, watch=watch, timeline=timeline, interval=interval)
+    return run_status.main(save or run_status.default_folder(Path.cwd()), as_json=as_json, watch=watch,
+                           timeline=timeline, interval=interval)
 
 
 def _error(message: str) -> None:

@@ -679,9 +679,14 @@ def save_folder_removed(run: Run) -> str:
     reason = finished(launch).get("reason", "")
     run.check(rc == 6, f"exit code {rc}, expected 6: {reason}")
     run.check(took < 10, f"took {took:.1f} s to stop")
+    # pai-launch records how the run ended in the new folder only once the script has written into it again.
     state = run.save / ".pai-launch"
     written = sorted(str(p.relative_to(run.work)) for p in state.rglob("*")) if state.exists() else []
-    run.check(not state.exists(), f"pai-launch wrote its state into the new folder: {written}")
+    script_files = [p.name for p in run.save.iterdir() if p.name != ".pai-launch"] if run.save.is_dir() else []
+    run.check(not state.exists() or bool(script_files), f"pai-launch wrote its state into a new, empty folder: {written}")
+    if state.exists():
+        last_exit = json.loads((state / "state.json").read_text()).get("last_exit") or {}
+        run.check(last_exit.get("code") == 6, f"the new folder's state.json records {last_exit}, not the exit 6")
     return f"{_fmt_exit(rc)} {took:.1f} s after the removal: {reason}"
 
 
@@ -859,7 +864,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("worker ignores SIGTERM", "exit 143, workers SIGKILLed at the 3 s grace", worker_ignores_sigterm, trainers=(FAKE,)),
     Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0", hung_rank),
     Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes", second_launch),
-    Scenario("save folder removed mid-run (and re-created)", "exit 6, workers stopped, no state written into the new folder",
+    Scenario("save folder removed mid-run (and re-created)",
+             "exit 6, workers stopped, the end recorded in the new folder only once the script wrote there",
              save_folder_removed),
     Scenario("save folder's disk full", "exit 6 naming the full disk, workers stopped", disk_full,
              unavailable=mount_unavailable),

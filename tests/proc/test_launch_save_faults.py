@@ -7,6 +7,7 @@ pai-launch as an unprivileged user (root ignores permissions)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -17,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import Launch, launch_env, pid_is_live, safetensors_bytes, tree_state
-from tests.proc.launch_files import make_resumable, read_state, state_dir, wait_event
+from tests.helpers import Launch, launch_env, pid_is_live, run_tool, safetensors_bytes, tree_state
+from tests.proc.launch_files import make_resumable, read_events_file, read_state, state_dir, wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
@@ -200,16 +201,49 @@ def test_save_folder_made_unwritable_mid_run_stops_the_workers_and_exits_6(nobod
     assert (state_dir(save) / "lock.node0").read_text().strip() == str(launch.pid)
 
 
-def test_a_save_folder_replaced_before_the_first_generation_starts_nothing_and_exits_6(scene):
-    # The init run leaves a different folder under the save folder's name: the one pai-launch locked is gone.
-    launch, rc = scene.run("--nproc", "2", script_args=["--init-replaces-save"], timeout=30)
+@pytest.mark.parametrize("mode", [[], ["--data-parallel"]], ids=["ddp", "data_parallel"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new_folder", "existing_folder"])
+def test_a_script_that_clears_its_save_folder_in_the_init_run_completes_with_save_name(scene, mode, existing):
+    save = scene.work / "PAI"
+    if existing:  # an earlier attempt's init output: the init run runs again, and removes it first
+        make_resumable(save, switches={})
+    launch, rc = scene.run("--nproc", "1", "--save-name", "PAI", *mode, script_args=["--init-clears-save", "--generations", "1"])
+
+    assert rc == 0, launch.log_summary()
+    assert launch.event_names().count("init_started") == 1
+    assert (save / ".training_complete").is_file()
+    events = [e["event"] for e in read_events_file(save)]
+    assert events[0] == "run_started" and events[-1] == "run_finished" and "init_exited" in events
+    assert read_state(save)["last_exit"]["code"] == 0
+    shown = run_tool("status", "--json", cwd=scene.work)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["exit_code"] == 0, shown.stderr
+
+
+def test_a_save_folder_the_init_run_replaces_is_taken_after_it_and_the_old_one_is_left_alone(scene):
+    launch, rc = scene.run("--nproc", "2", script_args=["--init-replaces-save", "--generations", "1"], timeout=30)
+
+    assert rc == 0, launch.log_summary()
+    assert sorted(os.listdir(scene.work / "PAI.replaced")) == ["array_dims.csv"]  # nothing of ours in the old one
+    assert read_state(scene.work / "PAI")["last_exit"]["code"] == 0
+
+
+def test_a_worker_that_removes_the_save_folder_exits_6_naming_it_and_status_says_it_exited(scene):
+    launch = scene.start("--nproc", "2", "--grace", "10",
+                         script_args=["--clear-save-generation", "1", "--hold-until", str(scene.hold_file)])
+    rc = launch.wait(45)
 
     assert rc == 6, launch.log_summary()
-    assert "was removed" in launch.event("save_folder_failed")["reason"]
-    names = launch.event_names()
-    assert not {"generation_started", "generation_ended", "generation_failed"} & set(names), names
-    assert [r["init"] for r in scene.records()] == [True]
-    assert sorted(os.listdir(scene.work / "PAI")) == ["array_dims.csv"]  # nothing of ours written into the new folder
+    reason = launch.event("save_folder_failed")["reason"]
+    assert reason.startswith(f"the save folder {scene.work / 'PAI'} was removed while generation 1 was running (a new "
+                             "folder of that name has taken its place): if the script deletes its save folder"), reason
+    assert launch.event("run_finished")["reason"] == reason
+    # The script made the folder again; the run's history and its end went into it, so status reads how it ended.
+    shown = run_tool("status", "--json", cwd=scene.work)
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert (status["state"], status["exit_code"]) == ("finished", 6)
+    text = run_tool("status", cwd=scene.work).stdout
+    assert "finished: exit code 6" in text and "still going" not in text, text
 
 
 def test_a_removed_and_recreated_save_folder_cannot_be_taken_while_the_first_run_is_stopping(scene):

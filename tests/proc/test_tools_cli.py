@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FAKE_TRAINER, wait_until
+from tests.helpers import FAKE_TRAINER, run_tool, wait_until
 from tests.proc.launch_files import wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
@@ -23,9 +23,7 @@ GUIDE_PATTERN = ROOT / "tests" / "doctor_scripts" / "broken" / "guide_pattern.py
 FLAGGED = Path(__file__).resolve().parent / "doctor_flagged_trainer.py"
 
 
-def tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pai_launch", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+tool = run_tool
 
 
 def test_doctor_reports_a_broken_script_with_exit_1_and_a_clean_one_with_0(tmp_path):

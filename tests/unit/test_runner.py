@@ -17,7 +17,7 @@ from pai_launch.session import SaveSession
 from tests.helpers import FAKE_TRAINER
 
 
-def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_path, monkeypatch):
+def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_path, monkeypatch, capfd):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the runner makes its private log folder
     records = tmp_path / "records"
     records.mkdir()
@@ -31,10 +31,26 @@ def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_pat
 
     assert rc == 143
     assert list(records.iterdir()) == []  # neither the init run nor a worker was started
-    lines = (tmp_path / "PAI" / ".pai-launch" / "events.jsonl").read_text().splitlines()
-    events = [json.loads(line) for line in lines]
+    events = [json.loads(line) for line in capfd.readouterr().err.splitlines() if line.startswith("{")]
     assert [e["event"] for e in events] == ["run_started", "signal_received", "run_finished"]
     assert events[-1]["reason"] == "stopped by SIGTERM before anything was started"
+    # The init run never ran, so no folder was made where the script may never write.
+    assert sorted(os.listdir(tmp_path)) == ["records"]
+
+
+def test_a_stop_before_anything_started_is_recorded_in_a_save_folder_the_script_made(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "PAI").mkdir()
+    (tmp_path / "PAI" / "array_dims.csv").write_text(".fc1,1,32\n")  # an init run's output, no switch file: init runs
+    spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, nproc=2, log_format="json")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    inbox.put(SignalReceived(signal.SIGTERM, time.monotonic()))
+
+    assert Runner(spec, SaveSession(spec, env), inbox, env, ()).run() == 143
+
+    lines = (tmp_path / "PAI" / ".pai-launch" / "events.jsonl").read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == ["run_started", "signal_received", "run_finished"]
     state = json.loads((tmp_path / "PAI" / ".pai-launch" / "state.json").read_text())
     assert state["last_exit"] == {"code": 143, "reason": "stopped by SIGTERM before anything was started"}
     assert not list(tmp_path.glob("pai-launch-logs-*"))  # the private log folder went with the run
