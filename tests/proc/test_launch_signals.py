@@ -74,13 +74,13 @@ def test_a_stop_signal_is_logged_shown_and_counted_as_a_stop_not_a_failure(scene
     assert (ended["level"], ended["stopped_by" if phase == "init" else "cause"]) == ("info", "SIGTERM")
     finished = launch.event("run_finished")
     assert (finished["level"], finished["stopped_by"], finished["reason"]) == ("info", "SIGTERM", "stopped by SIGTERM")
+    if phase == "init":  # the script wrote no save folder before it was stopped: pai-launch made none either
+        assert not (scene.work / "PAI").exists(), scene.work_listing()
+        return
     shown = status.gather(scene.work / "PAI")
     assert shown.failures == 0 and shown.exit_reason == "stopped by SIGTERM"
     assert shown.phase == "stopped as asked: exit code 143 (stopped by SIGTERM)"
-    if phase == "training":
-        assert [(g.number, g.outcome) for g in shown.generations] == [(1, "stopped")]
-    else:
-        assert shown.init.exit == "stopped (SIGTERM)" and not shown.problems
+    assert [(g.number, g.outcome) for g in shown.generations] == [(1, "stopped")]
 
 
 def test_a_rank_that_crashes_while_stopped_is_named_but_the_run_is_still_stopped_not_failed(scene):
