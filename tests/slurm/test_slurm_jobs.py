@@ -135,6 +135,9 @@ def test_the_warning_signal_stops_the_job_which_requeues_itself_and_resumes(job)
     job.cluster.scancel(job_id, "--batch", "--signal=USR1")  # what sbatch --signal=B:USR1@SECONDS sends
 
     wait_until(lambda: "Restarts=1" in job.cluster.show_job(job_id), 60, message="the job to be requeued")
+    # Slurm may count the requeue before pai-launch has written its last lines (it logs job_requeued once scontrol
+    # returned, and run_finished as it exits): wait for both nodes' last lines.
+    wait_until(lambda: len(json_events(job.log(job_id), "run_finished")) == 2, 60, message="both nodes' run_finished")
     first_run = job.log(job_id)
     assert [e["node"] for e in json_events(first_run, "job_requeued")] == [0]
     assert sorted((e["node"], e["exit_code"]) for e in json_events(first_run, "run_finished")) == [(0, 138), (1, 138)]
