@@ -6,6 +6,7 @@ Run it as a module from the repository root (it imports the scenarios as the pac
     .venv/bin/python -m scripts.chaos --fake          # the fake trainer wherever a scenario can use it (fast)
     .venv/bin/python -m scripts.chaos --only hung     # scenarios whose name contains "hung"
     .venv/bin/python -m scripts.chaos --list
+    .venv/bin/python -m scripts.chaos --markdown      # the README's fault table: every scenario and test, no run
 
 Columns: scenario (trainer), expected outcome, outcome, processes left afterwards (alive 2 s after the
 end), files lost (files seen in the working directory that disappeared, except those removed by the
@@ -28,6 +29,7 @@ if not __package__:  # `python scripts/chaos.py`: the package `tests` is not imp
     sys.exit("run it from the repository root as a module: python -m scripts.chaos [OPTIONS]")
 
 from tests.chaos import chaos_scenarios as chaos  # noqa: E402
+from tests.chaos.elsewhere import ELSEWHERE  # noqa: E402
 from tests.helpers import become_subreaper  # noqa: E402
 
 COLUMNS = (("scenario", 26), ("expected", 34), ("outcome", 58), ("left", 5), ("lost", 5), ("s", 6), ("", 4))
@@ -40,14 +42,34 @@ def row(cells: list[str]) -> list[str]:
             for i in range(height)]
 
 
+def markdown_table() -> str:
+    """The README's fault table: each chaos scenario (run by tests/chaos/test_chaos.py), then each fault tested in
+    its own tier (tests/chaos/elsewhere.py)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| fault | what pai-launch does | tested by |", "| --- | --- | --- |"]
+    for scenario in chaos.SCENARIOS:
+        where = {(chaos.FAKE, chaos.REAL): "`tests/chaos` on the fake trainer, `scripts/chaos.py` on the real example",
+                 (chaos.REAL,): "`tests/chaos` on the real example"}.get(scenario.trainers, "`tests/chaos`")
+        lines.append(f"| {cell(scenario.name)} | {cell(scenario.expected)} | {where} |")
+    for tested in ELSEWHERE:
+        lines.append(f"| {cell(tested.fault)} | {cell(tested.outcome)} | `{tested.test}` |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fake", action="store_true", help="use the fake trainer wherever a scenario can")
     parser.add_argument("--only", action="append", default=[], help="run scenarios whose name contains this (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument("--markdown", action="store_true", help="print the README's fault table and exit (runs nothing)")
     parser.add_argument("--keep", type=Path, default=None, help="keep every scenario's folder under this directory")
     options = parser.parse_args()
 
+    if options.markdown:
+        print(markdown_table())
+        return 0
     chosen = [s for s in chaos.SCENARIOS if not options.only or any(o.lower() in s.name.lower() for o in options.only)]
     if options.list:
         for scenario in chosen:
