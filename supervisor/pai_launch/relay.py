@@ -161,7 +161,8 @@ class LogRelay:
     @property
     def skipped(self) -> dict[str, tuple[int, int]]:
         """path -> (bytes, lines) left out so far, for the files that lost any."""
-        return {path: (f.skipped_bytes, f.skipped_lines) for path, f in self._files.items() if f.skipped_bytes}
+        files = list(self._files.items())  # one step under the GIL: the thread may add a file meanwhile
+        return {path: (f.skipped_bytes, f.skipped_lines) for path, f in files if f.skipped_bytes}
 
     def drain(self, *, final: bool = False, deadline: float = float("inf")) -> bool:
         """Relay up to one turn of new lines from every file (when final, also any unterminated rest); whether some
