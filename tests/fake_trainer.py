@@ -79,6 +79,10 @@ parser.add_argument("--default-sigusr1", action="store_true",
 parser.add_argument("--crash-on-stop", action="store_true",
                     help="the --fail-rank, once a stop signal comes, prints a traceback and exits with --fail-code "
                          "(a rank whose own teardown crashes), instead of 128+N")
+parser.add_argument("--say", default=None, help="each training process prints 'SAY rank R generation G' once running")
+parser.add_argument("--flood-mb", type=float, default=0.0,
+                    help="each training process writes this many MB of numbered lines to stdout as fast as it can, "
+                         "then 'rank R flood done' as its last line")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
@@ -221,6 +225,15 @@ if args.ready_dir:
     _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"),
                       "" if grandchild is None else str(grandchild.pid))
 print(f"rank {rank} generation {generation} load={args.pai_load_folder}", flush=True)
+if args.say:
+    print(f"{args.say} rank {rank} generation {generation}", flush=True)
+if args.flood_mb:
+    line = f"rank {rank} flooding {'x' * 80}\n".encode()
+    block = line * (65536 // len(line))
+    for _ in range(max(1, int(args.flood_mb * 1e6) // len(block))):
+        sys.stdout.buffer.write(block)
+    sys.stdout.buffer.flush()
+    print(f"rank {rank} flood done", flush=True)
 
 if args.clear_save_generation == generation and rank == 0:
     os.rename(args.save, args.save + ".removing")  # the new folder is made while the old one still holds its inode

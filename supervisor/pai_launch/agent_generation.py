@@ -103,7 +103,9 @@ class _RankLabels:
 
 
 class _Conclusion:
-    """The generation's one result, whoever gets there first: the worker watch, a peer's verdict or torch."""
+    """The generation's one result, whoever gets there first: the worker watch, a peer's verdict or torch. It goes out
+    after the relay's last lines, whose final drain is bounded (relay.Limits.final_drain): however much the ranks
+    printed, the result is never late enough for finished workers to be taken for lingering ones."""
 
     def __init__(self, out, relay: LogRelay) -> None:
         self._out, self._relay = out, relay

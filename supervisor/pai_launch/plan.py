@@ -5,6 +5,7 @@ The same functions feed both the real launch and --dry-run, so the plan printed 
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -45,9 +46,17 @@ def new_run_id(env: dict[str, str], now: float | None = None) -> str:
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
 
 
+def path_safe(run_id: str) -> str:
+    """`run_id` as one folder name: PAI_LAUNCH_RUN_ID is the user's, and a slash or `..` in it must not lead a log
+    folder named after it out of its parent, nor a leading dot hide it (from globs, from `ls`)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return "_" + name[1:] if name.startswith(".") else name or "_"
+
+
 def new_elastic_run_id(run_id: str, generation: int) -> str:
-    """A fresh rendezvous id per generation, so no stale store or peer address is reused."""
-    return f"{run_id}-g{generation}-{uuid.uuid4().hex[:6]}"
+    """A fresh rendezvous id per generation, so no stale store or peer address is reused (torch names each rank's
+    log folder after it, so it is path-safe)."""
+    return f"{path_safe(run_id)}-g{generation}-{uuid.uuid4().hex[:6]}"
 
 
 def init_command(spec: LaunchSpec, run_id: str, visible: tuple[str, ...]) -> Command:

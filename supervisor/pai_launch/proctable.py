@@ -5,6 +5,10 @@ ahead so torch is imported and its forkserver warm before the first generation),
 descendant: it signals the run's processes, kills them all, reaps orphans re-parented to us (we are a
 child subreaper) and, on close(), sweeps whatever is left. It also owns the private folder for the
 workers' log files and the agent's temporary files, each locked for the run's life (privatedir).
+
+A run's files (per-rank logs, warm worker records) go under LOG_ROOT/<run id>/<start>/generation-N, <start> naming
+this supervisor's start (UTC time and pid): runs sharing --log-dir, a --fresh rerun and a resumed one each read and
+count only their own.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
-from pai_launch import privatedir, procs
+from pai_launch import plan, privatedir, procs
 from pai_launch.children import Agent, PlainProcess
 from pai_launch.events import Role
 from pai_launch.plan import Command
@@ -31,6 +36,26 @@ LOG_ROOT_PREFIX = privatedir.PREFIX
 SHORT_PATH = 60
 #: After its request pipe closes, how long the agent gets to stop its forkserver and leave by itself.
 AGENT_EXIT_TIMEOUT = 2.0
+
+
+def start_folder_name(now: float, pid: int) -> str:
+    """This supervisor start, sortable by time: `20260102T030405Z-1234`."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))}-{pid}"
+
+
+def make_run_root(log_root: Path, run_id: str, now: float, pid: int) -> Path:
+    """A new folder for this start's files; never one an earlier start left (a suffix if the name is taken)."""
+    parent = log_root / plan.path_safe(run_id)
+    parent.mkdir(parents=True, exist_ok=True)
+    base = start_folder_name(now, pid)
+    for attempt in range(1, 1000):
+        folder = parent / (base if attempt == 1 else f"{base}-{attempt}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free folder name under {parent} for {base}")
 
 
 def remove_stale_log_roots() -> None:
@@ -48,6 +73,8 @@ class ProcessTable:
         self._report = report
         self._own_log_root = log_dir is None
         self.log_root = log_dir
+        #: This start's own folder under log_root (open() makes it).
+        self.run_root: Path | None = None
         self._descendants = procs.Descendants()
         self._plain: PlainProcess | None = None
         self._agent_args = agent_args
@@ -68,12 +95,13 @@ class ProcessTable:
         """The environment every child starts from."""
         return dict(self._env)
 
-    def open(self) -> None:
-        """Become a subreaper and make the private log folder (not earlier: a dry run must write nothing)."""
+    def open(self, run_id: str = "run") -> None:
+        """Become a subreaper and make the log folders (not earlier: a dry run must write nothing)."""
         procs.become_subreaper()
         remove_stale_log_roots()
         if self.log_root is None:
             self.log_root = self._make_private()
+        self.run_root = make_run_root(self.log_root, run_id, time.time(), os.getpid())
         # The agent's temporary files (multiprocessing's forkserver socket, whose path must stay short): in our own log
         # folder if its path is short, else in a short one of our own. Either is locked: swept only once we are gone.
         self._temp_root = self.log_root if self._own_log_root and len(str(self.log_root)) <= SHORT_PATH else None
@@ -121,8 +149,8 @@ class ProcessTable:
         return self.start_agent(pending)[0]
 
     def generation_log_dir(self, generation: int) -> str:
-        assert self.log_root is not None, "open() first"
-        return str(self.log_root / f"generation-{generation}")
+        assert self.run_root is not None, "open() first"
+        return str(self.run_root / f"generation-{generation}")
 
     def is_current_agent(self, pid: int) -> bool:
         return self._agent is not None and self._agent.pid == pid

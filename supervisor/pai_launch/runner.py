@@ -67,7 +67,7 @@ class Runner:
         if self.spec.nodes.multi:
             self.log = self.log.bind(node=self.spec.nodes.node_rank)  # several nodes may log to one file (Slurm's)
         try:
-            self.table.open()
+            self.table.open(self.session.run_id)
             if self.store_host is not None:
                 self.table.spare(self.store_host.pid)
                 self.store_host.watch(self.inbox.put)

@@ -619,6 +619,22 @@ def worker_ignores_sigterm(run: Run) -> str:
     return f"{_fmt_exit(rc)} {took:.1f} s after SIGTERM (grace 3): ignoring workers SIGKILLed at the grace"
 
 
+def output_flood(run: Run) -> str:
+    # Each rank prints 40 MB as fast as it can, in both generations: the run must end as it would have without.
+    script, args, env = _trainer(run, fake=["--generations", "2", "--flood-mb", "40"])
+    launch = run.start("--nproc", NPROC, "--grace", "2", script=script, script_args=args, env=env)
+    rc = run.finish(launch)
+    run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
+    ended = [e.get("exit") for e in events(launch, "generation_ended")]
+    run.check(ended == ["all workers exited 0"] * 2 and not events(launch, "generation_failed"),
+              f"generations ended {ended}, failed {len(events(launch, 'generation_failed'))}")
+    out = launch.stdout_path.read_bytes()
+    last = {rank: out.count(b"[rank%d]: rank %d flood done\n" % (rank, rank)) for rank in (0, 1)}
+    run.check(last == {0: 2, 1: 2}, f"each rank's last line should be relayed once per generation: {last}")
+    notes = out.count(b"pai-launch: skipped ")
+    return f"{_fmt_exit(rc)}; 2 x 2 ranks x 40 MB relayed, every rank's last line shown ({notes} skip notes)"
+
+
 def hung_rank(run: Run) -> str:
     stall = "20" if run.trainer == REAL else "3"
     script, args, env = _trainer(run, fake=["--hang-generation", "2"],
@@ -862,6 +878,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("SIGTERM mid-generation, restart", "exit 143 within the grace; the restart resumes and exits 0", sigterm_then_resume),
     Scenario("SIGTERM to pai-launch as PID 1", "exit 143 within grace + 2 s, the namespace empty", pid1_sigterm),
     Scenario("worker ignores SIGTERM", "exit 143, workers SIGKILLed at the 3 s grace", worker_ignores_sigterm, trainers=(FAKE,)),
+    Scenario("ranks flood their output", "exit 0, each rank's last line relayed, skips said in one line",
+             output_flood, trainers=(FAKE,)),
     Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0", hung_rank),
     Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes", second_launch),
     Scenario("save folder removed mid-run (and re-created)",

@@ -83,14 +83,17 @@ def test_log_dir_keeps_every_ranks_stdout_and_stderr_for_every_generation(scene,
     launch, rc = scene.run("--nproc", "2", "--log-dir", str(logs), script_args=["--generations", "2"])
 
     assert rc == 0, launch.log_summary()
+    (run,) = logs.iterdir()  # LOGDIR/<run id>/<this start>/generation-N
+    assert run.name == launch.event("run_finished")["run_id"]
+    (start,) = run.iterdir()
     for generation in (1, 2):
-        folder = logs / f"generation-{generation}"
+        folder = start / f"generation-{generation}"
         for rank in (0, 1):
             stdouts = list(folder.glob(f"**/{rank}/stdout.log"))
             stderrs = list(folder.glob(f"**/{rank}/stderr.log"))
             assert len(stdouts) == 1 and len(stderrs) == 1, sorted(str(p) for p in folder.rglob("*"))
             assert f"rank {rank} generation {generation}" in stdouts[0].read_text()
-    assert sorted(p.name for p in logs.iterdir()) == ["generation-1", "generation-2"]
+    assert sorted(p.name for p in start.iterdir()) == ["generation-1", "generation-2"]
 
 
 def test_poll_mode_runs_to_completion_and_sees_the_marker(scene):

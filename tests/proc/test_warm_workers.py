@@ -109,5 +109,5 @@ def test_per_rank_log_files_hold_each_warm_workers_output(scene, tmp_path):
 
     assert rc == 0, launch.log_summary()
     for rank in (0, 1):
-        (stdout,) = logs.glob(f"generation-1/**/attempt_0/{rank}/stdout.log")
+        (stdout,) = logs.glob(f"*/*/generation-1/**/attempt_0/{rank}/stdout.log")
         assert f"probe rank {rank} generation 1 reporting" in stdout.read_text()

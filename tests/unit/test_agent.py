@@ -135,6 +135,16 @@ def test_the_tail_is_the_last_20_lines(tmp_path):
     assert tail.splitlines() == [f"line {number}" for number in range(11, 31)]
 
 
+def test_the_tail_of_a_rank_that_flooded_its_log_is_its_true_last_lines_whatever_the_relay_skipped(tmp_path):
+    flood = "".join(f"step {number} {'x' * 80}\n" for number in range(200_000))  # about 18 MB
+    write_log(tmp_path, 0, "stderr", flood + "Traceback (most recent call last):\nRuntimeError: the real cause\n")
+
+    tail = _log_tail(str(tmp_path), 0)
+
+    assert tail.splitlines()[-2:] == ["Traceback (most recent call last):", "RuntimeError: the real cause"]
+    assert "step 199999" in tail
+
+
 def test_the_tail_is_the_asked_ranks_own_and_rank_1_is_not_rank_10(tmp_path):
     write_log(tmp_path, 1, "stderr", "rank 1's error\n")
     write_log(tmp_path, 10, "stderr", "rank 10's error\n")

@@ -7,11 +7,12 @@ The log folder is laid out as torch's DefaultLogsSpecs leaves it: LOG_DIR/<run>/
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 
 import pytest
 
-from pai_launch.relay import LogRelay, prefixed
+from pai_launch.relay import Limits, LogRelay, label_lines, prefixed, split_lines
 from tests.helpers import wait_until
 
 RUN = "pai-abc123_x7y8z9"
@@ -194,3 +195,110 @@ def test_prefixed_labels_a_line_once():
     assert prefixed(b"[rank2]", b"[rank2]:hello") == b"[rank2]: [rank2]:hello"
     assert prefixed(b"[rank2]", b"") == b"[rank2]: "
     assert prefixed(b"[local rank 2 node1]", b"[rank2]: x") == b"[local rank 2 node1]: [rank2]: x"
+
+
+# --- bounded chunks, fast labelling, skipping with a note ------------------------------------------------------
+MIXED = (b"plain\n[rank0]: torch's prefix\n\n[rank0]x not one\n[rank1]: another rank\n[rank0]: \nlast\n")
+
+
+@pytest.mark.parametrize("data", [b"a\nb\n", b"\n\n", b"one line\n", MIXED, b"[rank0]: first\nsecond\n"])
+def test_label_lines_labels_a_chunk_as_prefixed_labels_each_line(data):
+    expected = b"".join(prefixed(b"[rank0]", line) + b"\n" for line in data[:-1].split(b"\n"))
+
+    assert b"".join(label_lines(b"[rank0]", data)) == expected
+    assert b"".join(label_lines(b"[rank0 node2]", data)) == b"".join(prefixed(b"[rank0 node2]", line) + b"\n"
+                                                            for line in data[:-1].split(b"\n"))
+
+
+def test_split_lines_holds_back_the_unterminated_rest_and_gives_out_a_line_that_is_too_long():
+    assert split_lines(b"par", b"tial\nnext\nhalf", 100) == (b"partial\nnext\n", b"half")
+    assert split_lines(b"ab", b"cd", 100) == (b"", b"abcd")
+    assert split_lines(b"", b"", 100) == (b"", b"")
+    assert split_lines(b"x" * 8, b"y" * 4, 10) == (b"x" * 8 + b"y" * 4 + b"\n", b"")
+    assert split_lines(b"", b"ok\n" + b"z" * 11, 10) == (b"ok\n" + b"z" * 11 + b"\n", b"")
+
+
+def test_tiny_chunks_relay_every_line_exactly_once_whatever_the_boundaries(logs):
+    lines = [f"line {n} {'x' * (n % 13)}".encode() for n in range(300)]
+    logs.append(0, "stdout", b"\n".join(lines[:150]) + b"\n")
+    relay = LogRelay(str(logs.root), sinks=logs.sinks, limits=Limits(chunk=7, turn=50, max_lag=1 << 30))
+
+    passes = 0
+    while relay.drain():
+        passes += 1
+    logs.append(0, "stdout", b"\n".join(lines[150:]) + b"\n")
+    relay.stop(within=60)
+
+    assert passes > 10, "one pass relays at most a turn"
+    assert logs.out() == b"".join(b"[rank0]: " + line + b"\n" for line in lines)
+    assert relay.skipped == {}
+
+
+def test_one_pass_reads_at_most_a_turn_from_each_file_so_a_flooding_rank_does_not_starve_another(logs):
+    logs.append(0, "stdout", b"flood\n" * 10_000)
+    logs.append(1, "stdout", b"quiet\n")
+    relay = LogRelay(str(logs.root), sinks=logs.sinks, limits=Limits(chunk=600, turn=1200, max_lag=1 << 30))
+
+    assert relay.drain() is True
+
+    out = logs.out()
+    assert out.count(b"[rank0]: flood\n") == 200 and out.count(b"[rank1]: quiet\n") == 1
+
+
+def test_a_rank_too_far_behind_is_skipped_to_its_newest_lines_with_one_line_saying_how_much(logs):
+    lines = [f"{n:05d} {'y' * 20}".encode() for n in range(2000)]  # 27 bytes a line
+    data = b"\n".join(lines) + b"\n"
+    logs.append(0, "stdout", data)
+    logs.append(1, "stdout", b"rank 1 is fine\n")
+    relay = LogRelay(str(logs.root), sinks=logs.sinks, limits=Limits(chunk=4096, max_lag=10_000, tail=1000))
+
+    relay.stop(within=60)
+
+    out = logs.out().splitlines()
+    notes = [line for line in out if b"pai-launch: skipped" in line]
+    assert notes == [b"[rank0]: pai-launch: skipped 53001 bytes (1963 lines) of this rank's stdout to keep up "
+                     b"(all of it is in its log file); the lines below are its newest"]
+    relayed = [line for line in out if line.startswith(b"[rank0]: ") and line not in notes]
+    assert relayed == [b"[rank0]: " + line for line in lines[-37:]], "the true last lines, whole"
+    assert 53001 + sum(len(line) + 1 for line in lines[-37:]) == len(data)
+    assert b"[rank1]: rank 1 is fine" in out
+    assert relay.skipped == {str(logs.root / RUN / "attempt_0" / "0" / "stdout.log"): (53001, 1963)}
+
+
+def test_the_final_drain_past_its_deadline_keeps_each_ranks_last_lines_and_says_what_it_left_out(logs):
+    for rank in (0, 1):
+        logs.append(rank, "stderr", b"".join(f"r{rank} {n}\n".encode() for n in range(50_000)) + b"r%d the end" % rank)
+    relay = LogRelay(str(logs.root), sinks=logs.sinks, limits=Limits(chunk=1024, tail=200))
+
+    relay.stop(within=0)
+
+    out = logs.out("stderr").splitlines()
+    for rank in (0, 1):
+        mine = [line for line in out if line.startswith(b"[rank%d]: " % rank)]
+        assert sum(b"pai-launch: skipped" in line for line in mine) == 1
+        assert mine[-2:] == [b"[rank%d]: r%d 49999" % (rank, rank), b"[rank%d]: r%d the end" % (rank, rank)]
+        (skipped_bytes, skipped_lines), = [v for k, v in relay.skipped.items() if f"/{rank}/" in k]
+        assert skipped_lines + len(mine) - 1 == 50_001 and skipped_bytes > 0
+
+
+@pytest.mark.timeout(30)
+def test_stop_returns_within_its_bound_while_the_sink_blocks(logs):
+    release = threading.Event()
+
+    class Blocked(io.BytesIO):
+        def write(self, data):
+            release.wait()
+            return super().write(data)
+
+    logs.sinks["stdout"] = Blocked()
+    logs.append(0, "stdout", b"stuck\n")
+    relay = logs.relay().start()
+    stopper = threading.Thread(target=relay.stop, kwargs={"within": 0.2})
+    try:
+        wait_until(lambda: relay._thread.is_alive() and relay._files, 10, message="the relay to take the file")
+        stopper.start()
+        stopper.join(10)
+        assert not stopper.is_alive(), "stop() waited on a blocked sink"
+    finally:
+        release.set()
+        stopper.join(10)
