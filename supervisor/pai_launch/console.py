@@ -3,7 +3,7 @@ whose reader quit, a full disk. None of that may end a run that has its events f
 
 `hold_std_fds()` puts /dev/null in place of a closed fd 0, 1 or 2 before anything is opened, so no pipe or file of
 ours lands there and every child inherits valid fds. `install()` replaces sys.stdout and sys.stderr with
-`DroppingStream`s: writes go straight to the fd, and one that fails is dropped; each stream's first failure is told
+`DroppingStream`s: each line goes to the fd in one write, and one that fails is dropped; each stream's first failure is told
 once to whoever `watch()`es (the run writes `console_lost` into its events file).
 """
 
@@ -116,19 +116,29 @@ class _DroppingBuffer:
 
 
 class DroppingStream:
-    """A text stream on `fd` that never raises on write: unbuffered (nothing is left behind to fail again at exit),
-    a failed write dropped and its first failure noted."""
+    """A text stream on `fd` that never raises on write, a failed write dropped and its first failure noted.
+
+    Line-buffered: print()'s message and its newline go out in one write, so a worker's line written meanwhile
+    (through `buffer`) never lands inside a log line; nothing is held past a newline or a flush, so nothing is left
+    to fail again at exit."""
 
     errors = "backslashreplace"
 
     def __init__(self, name: str, fd: int, encoding: str = "utf-8") -> None:
         self.name, self.encoding = name, encoding
         self._fd = fd
+        self._lock = threading.Lock()
+        self._pending = ""
         self.buffer = _DroppingBuffer(name, fd)
 
     def write(self, text: str) -> int:
-        if text:
-            write_fd(self.name, self._fd, text.encode(self.encoding, self.errors))
+        with self._lock:
+            head, newline, rest = (self._pending + text).rpartition("\n")
+            if not newline:
+                self._pending = rest
+                return len(text)
+            self._pending = rest
+            write_fd(self.name, self._fd, (head + newline).encode(self.encoding, self.errors))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -136,7 +146,10 @@ class DroppingStream:
             self.write(line)
 
     def flush(self) -> None:
-        pass
+        with self._lock:
+            text, self._pending = self._pending, ""
+            if text:
+                write_fd(self.name, self._fd, text.encode(self.encoding, self.errors))
 
     def fileno(self) -> int:
         return self._fd

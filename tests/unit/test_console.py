@@ -44,9 +44,11 @@ def test_a_full_device_and_a_closed_fd_are_dropped_and_each_stream_told_once(hea
     closed = os.open(os.devnull, os.O_WRONLY)
     os.close(closed)
     try:
-        console.DroppingStream("stdout", full).write("x" * 10)
-        console.DroppingStream("stderr", closed).write("y")
-        console.DroppingStream("stderr", closed).write("z")
+        console.DroppingStream("stdout", full).write("x" * 10 + "\n")
+        console.DroppingStream("stderr", closed).write("y\n")
+        late = console.DroppingStream("stderr", closed)
+        late.write("z")
+        late.flush()
     finally:
         os.close(full)
     assert [name for name, _ in heard] == ["stdout", "stderr"]
@@ -63,6 +65,25 @@ def test_a_listener_that_comes_later_hears_of_an_earlier_loss(heard):
     late: list[tuple[str, str]] = []
     console.watch(lambda name, error: late.append((name, error)))
     assert [name for name, _ in late] == ["stdout"] and heard == []
+
+
+def test_a_message_and_its_newline_go_out_in_one_write_and_a_flush_sends_the_rest(heard):
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    stream = console.DroppingStream("stderr", write)
+    try:
+        stream.write('{"event": "run_started"}')
+        with pytest.raises(BlockingIOError):
+            os.read(read, 100)  # held until its line is whole
+        stream.buffer.write(b"[rank0]: a worker line\n")  # a worker's bytes go out at once, never inside a log line
+        stream.write("\n")
+        stream.write("partial")
+        stream.flush()
+        assert os.read(read, 1000) == b'[rank0]: a worker line\n{"event": "run_started"}\npartial'
+    finally:
+        os.close(read)
+        os.close(write)
+    assert heard == []
 
 
 def test_whole_text_reaches_a_working_fd(heard):
