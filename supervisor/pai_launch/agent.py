@@ -95,8 +95,7 @@ class Output:
     def result(self, result: GenerationResult) -> None:
         if result.error:
             result = replace(result, error=privatedir.with_lost_note(result.error, self._private_paths()))
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_stdio()
         self._line(result.to_line())
 
     def stop_raised(self) -> None:
@@ -110,6 +109,16 @@ class Output:
 
     def retiring(self, why: str) -> None:
         self._line((json.dumps({"retiring": why}) + "\n").encode())
+
+
+def _flush_stdio() -> None:
+    """The workers' last relayed lines out; a console that is gone (closed, a broken pipe, a full disk) is no fault of
+    the generation's."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 def send_stop(line: bytes) -> None:
@@ -232,8 +241,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
     if pool is not None:
         pool.stop()  # the server exits and is reaped, so nothing is left for the supervisor's sweep
     _stop_resource_tracker()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush_stdio()
     os._exit(0)
 
 

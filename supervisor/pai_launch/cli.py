@@ -221,7 +221,16 @@ def launch(
 
 
 def _error(message: str) -> None:
-    print(f"pai-launch: error: {message}", file=sys.stderr)
+    _say(f"pai-launch: error: {message}\n")
+
+
+def _say(text: str) -> None:
+    """To stderr, if it can take it: a console that is gone must not change the exit code."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - nothing else to tell it with
+        pass
 
 
 def run_command_line(argv: list[str], inbox: queue.SimpleQueue) -> int:
@@ -243,9 +252,13 @@ def run_command_line(argv: list[str], inbox: queue.SimpleQueue) -> int:
 
 
 def _internal_error(exc: Exception) -> int:
-    """The traceback for the report, one line saying what it means, and nothing of ours left running."""
-    sys.stderr.write(traceback.format_exc())
-    left = procs.Descendants().kill_all()
+    """The traceback for the report, one line saying what it means, and nothing of ours left running; exit 70 even when
+    none of it can be written."""
+    _say(traceback.format_exc())
+    try:
+        left = procs.Descendants().kill_all()
+    except Exception:  # noqa: BLE001 - the exit code must still say what happened
+        left = 0
     _error(f"internal error ({type(exc).__name__}: {exc}): a bug in pai-launch, exit code {exitcodes.INTERNAL_ERROR}"
            + (f"; {left} process(es) it had started were killed" if left else "") + "; please report it with the traceback above")
     return exitcodes.INTERNAL_ERROR

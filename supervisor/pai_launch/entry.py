@@ -1,4 +1,8 @@
-"""The `pai-launch` console script: signal handlers first, then everything slow.
+"""The `pai-launch` console script: its console made safe and its signal handlers installed first, then everything
+slow.
+
+A launch's stdout and stderr become streams whose failed writes are dropped (console.py): a closed terminal, a broken
+pipe or a full disk never ends a run.
 
 `pai-launch doctor ...` and `pai-launch status ...` are tools, not runs: they get no launch signal handlers (Ctrl-C
 stops them the usual way). Any other first argument is the launch command line, so a script named `status` is run
@@ -10,7 +14,7 @@ from __future__ import annotations
 import queue
 import sys
 
-from pai_launch import signals
+from pai_launch import console, signals
 
 #: First arguments that name a tool rather than a script.
 TOOLS = ("doctor", "status")
@@ -22,6 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         from pai_launch import tools_cli
 
         sys.exit(tools_cli.run_tool(args))
+    console.install()  # before anything is opened or started: closed fds 0-2 get /dev/null, children inherit it
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     signals.install(inbox)  # before importing typer and friends: a SIGTERM now is queued, not lost
     from pai_launch import cli

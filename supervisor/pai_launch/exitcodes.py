@@ -28,7 +28,7 @@ TABLE = (
     (NO_PROGRESS, "a generation exited 0 without a new switch file or the completion marker"),
     (SAVE_FOLDER, "the save folder was removed, became unwritable, or its disk is full"),
     (INTERNAL_ERROR, "internal error in pai-launch: every process of the run was stopped; the traceback is in the log"),
-    ("128+N", "stopped by signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)"),
+    ("128+N", "stopped by signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, 131 for SIGQUIT)"),
     ("other", "the failing worker's own exit code (128+N if it was killed by signal N)"),
 )
 

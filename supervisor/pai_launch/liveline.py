@@ -166,9 +166,10 @@ class StatusFeed:
         self._stop.set()
 
 
-def open_live_line(err: TextIO = sys.stderr, out: TextIO = sys.stdout) -> LiveLine:
+def open_live_line(err: TextIO | None = None, out: TextIO | None = None) -> LiveLine:
+    """The line, on our stderr and stdout as they are now (console.install() has made them safe to write)."""
     global _current
-    _current = LiveLine(err, out)
+    _current = LiveLine(err or sys.stderr, out or sys.stdout)
     return _current
 
 

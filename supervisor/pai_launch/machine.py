@@ -26,8 +26,8 @@ from pai_launch.events import (
     WorkersWaiting,
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
-    FORWARD_SIGNALS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish, finish_stopping,
-    start_generation, start_init, stop, stopping_to_retry,
+    FORWARD_SIGNALS, FORWARDED_AS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish,
+    finish_stopping, start_generation, start_init, stop, stopping_to_retry,
 )
 
 
@@ -111,7 +111,7 @@ def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tupl
         if signum == signal.SIGINT:
             return _kill(state)
         return state, []
-    return stop(policy, state, signum, event.now, StopCause.SIGNAL, code, f"stopped by {name}")
+    return stop(policy, state, FORWARDED_AS.get(signum, signum), event.now, StopCause.SIGNAL, code, f"stopped by {name}")
 
 
 def _stop_changed(state: State, **changes) -> State:

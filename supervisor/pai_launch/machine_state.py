@@ -12,7 +12,10 @@ from pai_launch import exitcodes
 from pai_launch.actions import Action, Finish, SignalRun, StartGeneration, StartInit
 
 #: Signals that stop the run: forwarded once to every process of the run, then a deadline.
-STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+#: What the run's processes get for a stop signal when it is not that signal itself: SIGQUIT would make each worker
+#: dump core instead of stopping the way its script handles SIGTERM.
+FORWARDED_AS = {signal.SIGQUIT: signal.SIGTERM}
 #: Signals passed on to the workers while supervision goes on (e.g. Slurm's pre-emption warning).
 FORWARD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGUSR2})
 #: What a stall sends first, so a script that handles it can dump its stacks before being stopped.

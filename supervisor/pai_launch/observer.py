@@ -7,9 +7,10 @@ Each moment is logged here, once. A thread's crash becomes InternalError.
 
 from __future__ import annotations
 
+import os
 import signal
 
-from pai_launch import exitcodes, failure_causes, machine, savedir
+from pai_launch import exitcodes, failure_causes, machine, savedir, signals
 from pai_launch.events import (
     AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
@@ -45,6 +46,8 @@ class Observer:
             raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
         if isinstance(raw, SignalReceived):
             self.log.warning("signal_received", signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+            if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
+                self.log.warning("stack_dump", pid=os.getpid(), stacks=signals.thread_stacks())
         elif isinstance(raw, SaveWritten):
             number = savedir.switch_number(raw.name)
             if number is not None and (state.generation, raw.name) not in self.announced:

@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import adoptions, coordination, crossnode, exitcodes, logs, machine, plan, savedir
+from pai_launch import adoptions, console, coordination, crossnode, exitcodes, logs, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
@@ -66,6 +66,7 @@ class Runner:
                                     extra=tuple(self.views.processors)).bind(run_id=self.session.run_id)
         if self.spec.nodes.multi:
             self.log = self.log.bind(node=self.spec.nodes.node_rank)  # several nodes may log to one file (Slurm's)
+        console.watch(self.console_lost)
         try:
             self.table.open(self.session.run_id)
             if self.store_host is not None:
@@ -84,6 +85,7 @@ class Runner:
                 if killed:
                     self.log.info("leftovers_killed", processes=killed, survivors=survivors)
             finally:
+                console.watch(None)
                 self.session.close()
                 self.notifier.close()
                 self.views.close()
@@ -145,6 +147,16 @@ class Runner:
             self.log.error("requeue_failed", job_id=job, error=(done.stderr or done.stdout).strip(),
                            hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
 
+    def console_lost(self, stream: str, error: str) -> None:
+        """Our stdout or stderr went away (a closed terminal, a reader that quit, a full disk): the run goes on, its
+        events file the record; said there once per stream (never on the console, which would fail again)."""
+        events = self.session.events
+        if events is not None:
+            events(None, "warning", {"event": "console_lost", "stream": stream, "error": error,
+                                     "run_id": self.session.run_id,
+                                     "hint": "the run goes on; its console output is dropped from here on, and this "
+                                             "file keeps every event"})
+
     def record(self) -> None:
         problem = self.session.record(self.state)
         if problem:
@@ -153,16 +165,16 @@ class Runner:
     def internal_error(self, exc: Exception) -> int:
         trace = exc.trace if isinstance(exc, InternalError) else traceback.format_exc()
         error = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
-        self.log.error("internal_error", error=error, exit_code=exitcodes.INTERNAL_ERROR,
-                       hint="a bug in pai-launch: every process of the run is stopped; please report it with this log",
-                       exception=trace)
         self.state = replace(self.state, phase=machine.Phase.DONE, exit_code=exitcodes.INTERNAL_ERROR,
                              reason=f"internal error: {error}")
-        self.log.error("run_finished", exit_code=exitcodes.INTERNAL_ERROR, reason=self.state.reason,
-                       generations=self.state.generation)
         try:
+            self.log.error("internal_error", error=error, exit_code=exitcodes.INTERNAL_ERROR,
+                           hint="a bug in pai-launch: every process of the run is stopped; please report it with this log",
+                           exception=trace)
+            self.log.error("run_finished", exit_code=exitcodes.INTERNAL_ERROR, reason=self.state.reason,
+                           generations=self.state.generation)
             self.session.record(self.state)
-        except Exception:  # noqa: BLE001 - the error itself is logged above; the record is a courtesy
+        except Exception:  # noqa: BLE001 - the exit code says it even where nothing can be written
             pass
         return exitcodes.INTERNAL_ERROR
 

@@ -12,8 +12,9 @@ from pai_launch import liveline, logs
 from pai_launch.config import LaunchSpec
 
 
-def live_line_wanted(spec: LaunchSpec, err: TextIO = sys.stderr) -> bool:
+def live_line_wanted(spec: LaunchSpec, err: TextIO | None = None) -> bool:
     """On a terminal with console logs only: services, Slurm, containers and JSON logs get plain lines."""
+    err = err or sys.stderr
     return not logs.wants_json(spec.log_format, err) and err.isatty()
 
 

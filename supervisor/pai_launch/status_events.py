@@ -18,7 +18,7 @@ from pai_launch.status_model import (
 )
 
 #: The signals that stop a run (an older pai-launch logged the generation they ended as failed).
-STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
+STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 
 #: Events shown as a problem line, with the fields that say what happened.
 PROBLEM_EVENTS = {

@@ -220,7 +220,10 @@ def _quietly(start) -> None:
     (a cold worker prints it to its own log; torch gives every warm worker its log files)."""
     saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
     try:
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):  # a console that is gone: what was pending is dropped
+            pass
         os.dup2(null, 1)
         start()
     finally:

@@ -290,12 +290,13 @@ class Run:
 
     # --- launching ----------------------------------------------------------------------------------
     def start(self, *pai_args: str, script: Path, script_args: tuple[str, ...] | list[str] = (), pid1: bool = False,
-              env: dict[str, str] | None = None) -> Launch:
-        """`pai-launch --log-format json PAI_ARGS SCRIPT SCRIPT_ARGS` in work/ (as PID 1 of a new PID namespace with pid1)."""
+              env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> Launch:
+        """`pai-launch --log-format json PAI_ARGS SCRIPT SCRIPT_ARGS` in work/ (as PID 1 of a new PID namespace with pid1;
+        under `prefix`, a command that execs it, otherwise)."""
         self.ledger.snapshot()
         launch = start_pai_launch(["--log-format", "json", *pai_args, str(script), *script_args], cwd=self.work,
                                   io_dir=self.io, env={**self.env, **(env or {})}, name=f"launch{len(self.launches)}",
-                                  prefix=UNSHARE if pid1 else (), launch_class=PidOneLaunch if pid1 else Launch)
+                                  prefix=UNSHARE if pid1 else prefix, launch_class=PidOneLaunch if pid1 else Launch)
         self.launches.append(launch)
         self.tracker.watch(launch.pid)
         return launch
@@ -633,6 +634,22 @@ def output_flood(run: Run) -> str:
     run.check(last == {0: 2, 1: 2}, f"each rank's last line should be relayed once per generation: {last}")
     notes = out.count(b"pai-launch: skipped ")
     return f"{_fmt_exit(rc)}; 2 x 2 ranks x 40 MB relayed, every rank's last line shown ({notes} skip notes)"
+def log_reader_quits(run: Run) -> str:
+    # `pai-launch ... 2>&1 | head -1`: the reader of pai-launch's stderr takes one line and is gone.
+    script, args, env = _trainer(run, fake=["--generations", "2", "--train-seconds", "0.3"])
+    launch = run.start("--nproc", NPROC, script=script, script_args=args, env=env,
+                       prefix=("bash", "-c", 'exec "$@" 2> >(head -1 >/dev/null)', "bash"))
+    rc = run.finish(launch)
+    path = run.save / ".pai-launch" / "events.jsonl"
+    saved = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    lost = [event for event in saved if event["event"] == "console_lost"]
+    ends = [event.get("exit_code") for event in saved if event["event"] == "run_finished"]
+    run.check(rc == 0, f"exit code {rc}, expected 0")
+    run.check(ends == [0], f"events.jsonl's run_finished exit codes: {ends}")
+    run.check(len(lost) == 1 and lost[0].get("stream") == "stderr" and "BrokenPipe" in lost[0].get("error", ""),
+              f"expected one console_lost for stderr (a broken pipe) in events.jsonl, got {lost}")
+    run.check((run.save / ".training_complete").is_file(), "no .training_complete")
+    return f"{_fmt_exit(rc)}, training complete; stderr lost after its first line, recorded once in events.jsonl"
 
 
 def hung_rank(run: Run) -> str:
@@ -880,6 +897,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("worker ignores SIGTERM", "exit 143, workers SIGKILLed at the 3 s grace", worker_ignores_sigterm, trainers=(FAKE,)),
     Scenario("ranks flood their output", "exit 0, each rank's last line relayed, skips said in one line",
              output_flood, trainers=(FAKE,)),
+    Scenario("stderr's reader quits (2>&1 | head -1)", "the run completes, exit 0; console_lost in events.jsonl",
+             log_reader_quits, trainers=(FAKE,)),
     Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0", hung_rank),
     Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes", second_launch),
     Scenario("save folder removed mid-run (and re-created)",
