@@ -10,7 +10,8 @@ process, holding its --spawn-grandchild sleeper's pid), --signal-log FILE (one '
 With --record and --torn-switch-generation, the torn bytes are also copied to RECORD/torn-switch_N.pt.
 
 Switch files are whole safetensors files; a worker given --pai_load_folder reads the newest one and
-fails like the real library (exit 1, "SafetensorError") when it is torn.
+fails like the real library (exit 1, "SafetensorError") when it is torn, and (exit 1, "RuntimeError") when its
+metadata says "unloadable" (a whole file the model cannot load).
 """
 
 import argparse
@@ -83,6 +84,8 @@ parser.add_argument("--say", default=None, help="each training process prints 'S
 parser.add_argument("--flood-mb", type=float, default=0.0,
                     help="each training process writes this many MB of numbered lines to stdout as fast as it can, "
                          "then 'rank R flood done' as its last line")
+parser.add_argument("--garbage-switch", action="store_true",
+                    help="rank 0 writes every switch file as plain text, not a checkpoint (a script that can never save)")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
@@ -113,6 +116,9 @@ def load_newest_switch(folder: str) -> None:
         end = -1
     if end < 0 or 8 + size + end != len(data):
         print(f"SafetensorError: incomplete metadata, file not fully covered: {newest}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if (header.get("__metadata__") or {}).get("unloadable"):  # whole, but not what the model can load
+        print(f"RuntimeError: Error(s) in loading state_dict: size mismatch ({newest})", file=sys.stderr, flush=True)
         sys.exit(1)
 
 rank = int(os.environ.get("RANK", "0"))
@@ -286,6 +292,8 @@ if rank == 0:
     else:
         number = 2 if args.rewrite_switch else 2 * generation
         content = safetensors_bytes(os.urandom(64))
+        if args.garbage_switch:
+            content = b"not a checkpoint: " + b"text " * 20 + b"\n"
         if args.torn_switch_generation == generation:
             content = content[: len(content) // 2]
             if args.record:  # what was torn, for a test to compare with what pai-launch quarantined

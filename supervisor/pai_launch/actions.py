@@ -20,6 +20,8 @@ class AdoptSaveFolder:
 @dataclass(frozen=True)
 class StartGeneration:
     generation: int
+    #: A switch file every rank of the last attempt failed to load: moved aside first, so the one before is resumed.
+    quarantine: str | None = None
 
 
 @dataclass(frozen=True)

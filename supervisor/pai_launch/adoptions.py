@@ -16,9 +16,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pai_launch import safeopen
 from pai_launch.atomic import write_atomically
 from pai_launch.config import LaunchSpec
-from pai_launch.record import StateError
+from pai_launch.record import StateError, plain_save_name
 
 RECORD_NAME = ".pai-launch-adopted.json"
 FORMAT = 1
@@ -70,8 +71,13 @@ def load(workdir: Path) -> list[Adoption]:
     """Every adoption recorded in `workdir`, oldest first; [] without a record. AdoptionRecordError: unreadable."""
     path = record_path(workdir)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(safeopen.read_bytes(path, safeopen.MAX_RECORD))
         entries = data["adopted"]
+        if not isinstance(data, dict) or not isinstance(data.get("adopted"), list):
+            raise TypeError("no list of adopted folders")
+        for e in entries:
+            if not plain_save_name(e["save_name"]):
+                raise ValueError(f"save_name {e['save_name']!r} is not a folder inside the working directory")
         return [Adoption(str(e["script"]), tuple(str(a) for a in e["script_args"]), str(e["instead_of"]),
                          str(e["save_name"]), str(e.get("run_id", "")), str(e.get("updated", ""))) for e in entries]
     except FileNotFoundError:

@@ -14,7 +14,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from pai_launch import savedir
+from pai_launch import safeopen, savedir
 
 QUARANTINE = Path(".pai-launch") / "quarantine"
 #: A header larger than this is not a real one (safetensors itself caps it at 100 MB).
@@ -22,26 +22,36 @@ MAX_HEADER = 100 * 1024 * 1024
 
 
 ZIP_MAGIC = b"PK\x03\x04"
+#: A pickle of protocol 2 or later starts with PROTO: what a legacy (non-zip) torch.save file holds.
+PICKLE_PROTO = 0x80
 
 
 def problem(path: Path) -> str | None:
     """Why `path` is not a complete checkpoint, or None when it is (or its format cannot be checked).
 
     safetensors (what PerforatedAI writes) is checked in full; a torch.save zip file by its central
-    directory, which a torn file lacks; anything else (legacy pickles) is taken as it is.
+    directory, which a torn file lacks; a legacy pickle is taken as it is; anything else (text, zeros) is not a
+    checkpoint. A pipe or link in its place is not opened (a pipe would block the run).
     """
     try:
-        size = path.stat().st_size
-        if size < 9:
-            return f"{size} bytes: too small to be a checkpoint"
-        with open(path, "rb") as handle:
-            start = handle.read(9)
+        fd = safeopen.open_fd(path)
+        try:
+            size = os.fstat(fd).st_size
+            start = os.read(fd, 9) if size >= 9 else b""
+        finally:
+            os.close(fd)
+    except safeopen.WrongKind as exc:
+        return f"{exc.kind}, not a checkpoint file"
     except OSError as exc:
         return f"unreadable: {exc.strerror or exc}"
+    if size < 9:
+        return f"{size} bytes: too small to be a checkpoint"
     if start.startswith(ZIP_MAGIC):
         return _zip_problem(path)
-    if start[8:9] != b"{":
+    if start[0] == PICKLE_PROTO:
         return None
+    if start[8:9] != b"{":
+        return "not a checkpoint: neither safetensors nor a torch.save file"
     return _safetensors_problem(path, size)
 
 
@@ -88,10 +98,12 @@ def quarantine(save_dir: Path, name: str, now: float | None = None) -> Path:
     """Move a bad file aside into SAVE/.pai-launch/quarantine/, keeping every earlier copy."""
     folder = save_dir / QUARANTINE
     folder.mkdir(parents=True, exist_ok=True)
+    safeopen.real_folder(folder.parent)  # links in their place would move the file out of the save folder
+    safeopen.real_folder(folder)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     target = folder / f"{name}.{stamp}"
     counter = 1
-    while target.exists():
+    while os.path.lexists(target):
         counter += 1
         target = folder / f"{name}.{stamp}.{counter}"
     os.replace(save_dir / name, target)
@@ -121,7 +133,7 @@ LATEST = "latest.pt"
 def whole_latest(save_dir: Path, on_quarantine) -> bool:
     """SAVE/latest.pt is there and whole; a torn one is moved aside (`on_quarantine` told) and counts as absent."""
     path = save_dir / LATEST
-    if not path.exists():
+    if not os.path.lexists(path):
         return False
     why = problem(path)
     if why is None:

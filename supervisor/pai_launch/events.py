@@ -158,6 +158,8 @@ class Cause(Enum):
     LAUNCHER = "launcher"
     #: No write to the save folder for --stall-timeout seconds; the workers were stopped.
     STALL = "stall"
+    #: Every switch file the generation wrote fails the checkpoint check: nothing to resume from, so no progress.
+    CHECKPOINT = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,10 @@ class Failure:
     def stall(cls, detail: str) -> Failure:
         return cls(Cause.STALL, detail=detail)
 
+    @classmethod
+    def checkpoint(cls, detail: str) -> Failure:
+        return cls(Cause.CHECKPOINT, detail=detail)
+
     def describe(self) -> str:
         if self.cause is Cause.WORKER:
             return (f"rank {self.rank}{self.where} failed with {exitcodes.describe_returncode(self.returncode or 0)}"
@@ -205,6 +211,8 @@ class Failure:
         """The code a run ends with when this failure ends it: the worker's own, else the launcher's."""
         if self.cause is Cause.WORKER and self.returncode is not None:
             return exitcodes.from_returncode(self.returncode)
+        if self.cause is Cause.CHECKPOINT:
+            return exitcodes.BUDGET_EXHAUSTED
         return exitcodes.LAUNCHER_ERROR
 
     def signature(self) -> tuple:
@@ -235,6 +243,8 @@ class GenerationEnded:
     fatal: str | None = None
     #: A second look at the save folder while a shared file system settles (no process ended).
     recheck: bool = False
+    #: Every rank failed, and the generation was started from this switch file (--pai_load_folder's newest).
+    all_failed_loading: str | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from pai_launch.safeopen import open_append
+
 
 class EventsFile:
     """The run's event history, kept in its save folder whatever the console shows: one JSON line per event.
@@ -37,7 +39,8 @@ class EventsFile:
         self.path = path
         self._lock = threading.Lock()
         self._pending: list[str] = []
-        self._handle: TextIO | None = open(path, "a+", encoding="utf-8") if path is not None else None
+        # A regular file only: a pipe left in its place must not block the run (WrongKind, an OSError, instead).
+        self._handle: TextIO | None = open_append(path) if path is not None else None
 
     def __call__(self, logger: Any, method_name: str, event_dict: dict) -> dict:
         record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z", "level": method_name, **event_dict}
@@ -67,7 +70,7 @@ class EventsFile:
                     self._handle.seek(0)
                     history = self._handle.read()
                     self._handle.close()
-            handle = open(path, "a+", encoding="utf-8")
+            handle = open_append(path)
             if history:
                 handle.write(history)
                 handle.flush()

@@ -128,6 +128,11 @@ class State:
     generation: int = 0
     #: Consecutive failed generations without progress: the failure budget used.
     failures: int = 0
+    #: What `failures` was before the last progress set it to 0: the generation that made that progress is counted
+    #: as failed after all when every rank then fails to load the switch file it wrote.
+    failures_before_progress: int = 0
+    #: A switch file every rank failed to load: the next generation moves it aside before it starts.
+    unloadable: str | None = None
     save_name: str = "PAI"
     init_done: bool = False
     last_switch: str | None = None
@@ -182,4 +187,5 @@ def start_init(state: State, now: float) -> tuple[State, list[Action]]:
 def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
     nxt = state.generation + 1
     current = GenerationRun(started_at=now, last_activity=now)
-    return replace(state, phase=Phase.TRAINING, generation=nxt, current=current), [StartGeneration(nxt)]
+    started = replace(state, phase=Phase.TRAINING, generation=nxt, current=current, unloadable=None)
+    return started, [StartGeneration(nxt, quarantine=state.unloadable)]

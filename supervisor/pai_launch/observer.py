@@ -12,7 +12,7 @@ import signal
 
 from pai_launch import exitcodes, failure_causes, machine, savedir, signals
 from pai_launch.events import (
-    AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
+    AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
     ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
     WorkersWaiting,
@@ -144,9 +144,35 @@ class Observer:
             failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
                              for f in result.failures)
         stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
-        event = GenerationEnded(failures, complete=self.session.complete(), progressed=self.session.progress(), now=raw.now,
-                                stopped=stopped, fatal=result.fatal if result else None)
+        complete = self.session.complete()
+        progressed, failures = self.checked_progress(self.session.progress(), failures, complete, state.generation)
+        event = GenerationEnded(failures, complete=complete, progressed=progressed, now=raw.now,
+                                stopped=stopped, fatal=result.fatal if result else None,
+                                all_failed_loading=self.all_failed_loading(failures))
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
+
+    def all_failed_loading(self, failures: tuple[Failure, ...]) -> str | None:
+        """The switch file this generation was started from, when every one of its ranks failed (one node only: a
+        job's other nodes report their own ranks)."""
+        spec = self.session.spec
+        ranks = {f.rank for f in failures if f.cause is Cause.WORKER}
+        if spec.nodes.multi or not failures or len(ranks) < spec.nproc or len(ranks) < len(failures):
+            return None
+        return self.session.loaded_switch
+
+    def checked_progress(self, progressed: tuple[str, ...], failures: tuple[Failure, ...], complete: bool,
+                         generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
+        """Progress is only switch files a resume can load: those that fail the checkpoint check are dropped (the next
+        start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed."""
+        bad = self.session.not_checkpoints(progressed)
+        if not bad:
+            return progressed, failures
+        kept = tuple(name for name in progressed if name not in bad)
+        if kept or failures or complete:
+            return kept, failures
+        listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
+        detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
+        return kept, (Failure.checkpoint(detail),)
 
     def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
         """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as

@@ -41,7 +41,16 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
     count = (0 if event.progressed else state.failures) + 1
     desc = failure.describe()
     if event.progressed:
-        state = repeats.forgotten(state)
+        state = replace(repeats.forgotten(state), failures_before_progress=state.failures)
+    unloadable = unloadable_switch(state, event, reached_training)
+    if unloadable is not None:
+        # Like a torn file: moved aside, and the one before resumed. The generation whose only progress it was
+        # made none after all, so it counts against the budget too: a script that can never save ends.
+        if state.failures == 0 and unloadable == state.last_switch:
+            count = state.failures_before_progress + 2
+        desc += (f"; every rank failed to load {unloadable} before training: it is moved aside and the run resumes "
+                 "from the switch file before it")
+        state = replace(state, unloadable=unloadable)
     if policy.data_parallel and not policy.retry_data_parallel:
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
                   f"(pass --max-failures N to retry it from the start)")
@@ -58,6 +67,14 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
     waiting = replace(repeats.remembered(state, failure, reached_training).with_current(retry_at=event.now + delay),
                       phase=Phase.BACKOFF, failures=count, reason=desc)
     return waiting, [ScheduleRetry(delay, count, desc)]
+
+
+def unloadable_switch(state: State, event: GenerationEnded, reached_training: bool) -> str | None:
+    """The switch file to move aside after a failed generation: every rank failed before training, right after being
+    started from it (the file is whole by the checkpoint check, but the library cannot load it)."""
+    if reached_training or event.progressed or event.all_failed_loading is None:
+        return None
+    return event.all_failed_loading
 
 
 def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Failure:
@@ -108,4 +125,5 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
         reason += f" (the save folder was watched {policy.fs_settle:g} s more for another node's files to show up)"
     if code is not None:
         return finish(state, code, reason)
-    return start_generation(replace(repeats.forgotten(state), failures=0), event.now)
+    progressed = replace(repeats.forgotten(state), failures=0, failures_before_progress=state.failures)
+    return start_generation(progressed, event.now)

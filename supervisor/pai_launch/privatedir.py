@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pai_launch import safeopen
+
 #: Every private folder pai-launch makes in the temporary folder is named PREFIX<pid>-<random> (the pid for people).
 PREFIX = "pai-launch-logs-"
 LOCK_NAME = ".pai-launch.lock"
@@ -85,7 +87,7 @@ def candidates(bases: Iterable[str], prefix: str) -> list[Path]:
 def take_abandoned(folder: Path) -> int | None:
     """The folder's lock, taken (its fd), if the folder has one and no live process holds it; else None."""
     try:
-        fd = os.open(folder / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = safeopen.open_fd(folder / LOCK_NAME)  # a pipe in its place must not block the sweep
     except OSError:
         return None  # no lock file (older pai-launch, or being made) or not ours to open: kept
     try:

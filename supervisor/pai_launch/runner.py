@@ -245,6 +245,9 @@ class Runner:
                              hint="pai-launch's own files are made again in the new folder")
         had_switches = savedir.has_switches(self.session.save_dir)
         try:
+            if action.quarantine is not None and not problem:
+                self.session.set_aside(action.quarantine, f"every rank failed to load it in generation "
+                                                          f"{action.generation - 1}", self.quarantined)
             load_folder = None if problem else self.session.resume_folder(self.quarantined)
         except SaveFolderError as exc:
             problem = str(exc)

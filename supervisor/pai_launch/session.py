@@ -7,12 +7,13 @@ move aside. Files only; no processes.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch import adoptions, checkpoint, plan, savedir
+from pai_launch import adoptions, checkpoint, plan, safeopen, savedir
 from pai_launch.config import LaunchSpec
 from pai_launch.locks import SaveFolderLock
 from pai_launch.logs import EventsFile
@@ -50,6 +51,17 @@ def removed_message(folder: Path, during: str | None, remade: bool) -> str:
     return text + (" (a new folder of that name has taken its place)" if remade else "")
 
 
+def folder_error(folder: Path, exc: OSError) -> str:
+    """Why the save folder cannot be used, with what to do: something that is not a file where pai-launch keeps one
+    (a directory, a pipe, a link) is named as what it is; anything else is a permission problem."""
+    wrong = exc if isinstance(exc, safeopen.WrongKind) else None
+    if wrong is None and exc.errno in (errno.EISDIR, errno.ELOOP, errno.ENXIO) and exc.filename:
+        wrong = safeopen.wrong_kind(exc.filename)
+    if wrong is not None:
+        return f"cannot use the save folder {folder}: {wrong}"
+    return f"cannot use the save folder {folder}: {exc.strerror or exc}: check its permissions"
+
+
 def move_aside(folder: Path) -> Path:
     """--fresh: rename `folder` to `folder.<timestamp>` (never delete), unless a live pai-launch holds it.
 
@@ -77,7 +89,8 @@ class SaveSession:
         self.spec = spec
         self.store = RecordStore(spec.save_dir)
         self.fingerprint = fingerprint(spec.workdir / spec.script, spec.script_args, spec.nproc)
-        self.previous = self.store.load()  # StateError: unreadable state
+        # StateError: a state.json that cannot be trusted (moved aside by node 0, and not in a dry run)
+        self.previous = self.store.load(move_bad=spec.nodes.node_rank == 0 and not spec.dry_run)
         if self.previous is not None and self.previous.fingerprint != self.fingerprint:
             changes = "; ".join(fingerprint_differences(self.previous.fingerprint, self.fingerprint))
             raise StateError(
@@ -86,7 +99,8 @@ class SaveSession:
             )
         previous_id = self.previous.run_id if self.previous else None
         self.run_id = env.get(plan.RUN_ID_ENV) or previous_id or plan.new_run_id(dict(env))
-        self.save_name = self.previous.save_name if self.previous else spec.save_name
+        # The record lives in the folder it describes: its save_name is never taken as a path.
+        self.save_name = spec.save_name
         #: Node 0 writes state.json and quarantines torn files; the other nodes of a job only read the folder.
         self.node = spec.nodes.node_rank
         self.lock = SaveFolderLock(self.save_dir, self.node)
@@ -97,6 +111,8 @@ class SaveSession:
         self._init_started = 0.0
         self._switches_before: savedir.SwitchSnapshot = {}
         self._watcher: SaveFolderWatcher | None = None
+        #: The switch file the current generation was started from (--pai_load_folder's newest), if any.
+        self.loaded_switch: str | None = None
 
     @property
     def save_dir(self) -> Path:
@@ -137,7 +153,7 @@ class SaveSession:
             self.events = EventsFile(self.events_path())
         except OSError as exc:
             self.lock.release()
-            raise StateError(f"cannot use the save folder {self.save_dir}: {exc.strerror or exc}: check its permissions") from exc
+            raise StateError(folder_error(self.save_dir, exc)) from exc
 
     def take(self, *, again: bool = False, during: str | None = None) -> str | None:
         """Make our files (lock, events so far) in the folder the script made, once the init run is over; `again`: also
@@ -263,6 +279,7 @@ class SaveSession:
         the script resumes from SAVE/latest.pt too (written every epoch, before a restructure's switch file): the flag
         goes with a whole latest.pt as well, so a crash before the first switch file resumes mid-generation."""
         latest = self.spec.resume_from == "latest"
+        self.loaded_switch = None
         if self.node != 0:
             there = latest and (self.save_dir / checkpoint.LATEST).exists()
             return self.save_name if there or savedir.has_switches(self.save_dir) else None
@@ -272,7 +289,19 @@ class SaveSession:
             newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
         except OSError as exc:
             raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: {exc.strerror or exc}") from exc
+        self.loaded_switch = newest
         return self.save_name if newest is not None else None
+
+    def set_aside(self, name: str, why: str, on_quarantine: Callable[[str, str, Path], None]) -> None:
+        """Move the switch file `name` into quarantine (never deleted), when it is still the newest; SaveFolderError
+        when it cannot be moved. Only node 0 moves anything."""
+        if self.node != 0 or savedir.newest_switch(self.save_dir) != name:
+            return
+        try:
+            moved = checkpoint.quarantine(self.save_dir, name)
+        except OSError as exc:
+            raise SaveFolderError(f"cannot move {name} aside in {self.save_dir}: {exc.strerror or exc}") from exc
+        on_quarantine(name, why, moved)
 
     def generation_starting(self) -> None:
         self._switches_before = savedir.snapshot_switches(self.save_dir)
@@ -280,6 +309,11 @@ class SaveSession:
     def progress(self) -> tuple[str, ...]:
         """switch_*.pt files written or rewritten since the generation started."""
         return tuple(savedir.changed_switches(self._switches_before, savedir.snapshot_switches(self.save_dir)))
+
+    def not_checkpoints(self, names: tuple[str, ...]) -> dict[str, str]:
+        """Of the switch files `names`, those that fail the checkpoint check, with why: no resume could use them."""
+        found = {name: checkpoint.problem(self.save_dir / name) for name in names}
+        return {name: why for name, why in found.items() if why is not None}
 
     def complete(self) -> bool:
         return savedir.marker_mtime(self.save_dir) is not None

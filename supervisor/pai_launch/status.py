@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pai_launch import adoptions, savedir
+from pai_launch import adoptions, safeopen, savedir
 from pai_launch.record import EVENTS_FILE, STATE_DIR, STATE_FILE
 from pai_launch.status_events import history, parse_lines
 from pai_launch.status_live import supervisors
@@ -39,9 +39,14 @@ def _listing(folder: Path) -> list[str]:
         return []
 
 
+#: The most of one of the folder's files that status reads (a week's events file is a few MB).
+_MAX_READ = 1 << 30
+
+
 def _text(path: Path, notes: list[str]) -> str | None:
+    """The file's text; a pipe or link in its place is noted, never opened to block on or followed."""
     try:
-        return path.read_text(errors="replace")
+        return safeopen.read_bytes(path, _MAX_READ).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
     except OSError as exc:

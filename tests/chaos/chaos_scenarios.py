@@ -518,6 +518,36 @@ def torn_switch(run: Run) -> str:
     return f"{_fmt_exit(rc)}; quarantined {[q.get('file') for q in quarantined]} ({quarantined[0].get('problem') if quarantined else '-'}), kept as {kept}, resumed from switch_2.pt"
 
 
+def garbage_switches(run: Run) -> str:
+    script, args = run.fake("--garbage-switch", "--generations", "20")
+    launch = run.start("--nproc", NPROC, "--backoff", "0.1", "--max-failures", "3", script=script, script_args=args)
+    rc = run.finish(launch)
+    reason = finished(launch).get("reason", "")
+    kept = sorted(p.name for p in (run.save / ".pai-launch" / "quarantine").glob("switch_*"))
+    run.check(rc == 4, f"exit code {rc}, expected 4: {reason}")
+    run.check("no usable switch file" in reason, f"the reason does not name the unusable switch file: {reason!r}")
+    run.check(len(kept) == 2, f"expected the first two generations' files kept in quarantine, got {kept}")
+    return f"{_fmt_exit(rc)}: {reason}; quarantined {kept}"
+
+
+def pipe_as_state_json(run: Run) -> str:
+    run.save.mkdir()
+    (run.save / "array_dims.csv").write_text(".fc1,1,32\n")
+    (run.save / ".pai-launch").mkdir()
+    os.mkfifo(run.save / ".pai-launch" / "state.json")
+    script, args = run.fake()
+    launch = run.start("--nproc", NPROC, script=script, script_args=args)
+    rc = run.finish(launch, timeout=30)
+    lines = stderr_lines(launch)
+    aside = sorted(p.name for p in (run.save / ".pai-launch").glob("state.json.bad-*"))
+    run.check(rc == 2, f"exit code {rc}, expected 2")
+    run.check(len(lines) == 1 and "named pipe" in lines[0], f"expected one line naming the pipe, got {lines[:5]}")
+    run.check(len(aside) == 1, f"expected the pipe moved aside, found {aside}")
+    started = run.tracker.descendants_seen(launch.pid)
+    run.check(started == 0, f"{started} process(es) were started")
+    return f"{_fmt_exit(rc)}: {lines[0] if lines else '(nothing on stderr)'}"
+
+
 def stale_marker(run: Run) -> str:
     run.save.mkdir()
     (run.save / "array_dims.csv").write_text(".fc1,1,32\n")
@@ -889,6 +919,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("rank crash every time", "exit 4 after 3 failed generations, naming the last failure", rank_crash_every_time),
     Scenario("crash before training", "stops after 2 identical failures with the worker's code 9", crash_before_training),
     Scenario("torn newest switch file", "switch_4.pt quarantined (kept), resume from switch_2.pt, exit 0", torn_switch),
+    Scenario("every switch file garbage", "each moved aside, no progress counted: exit 4 after 3 generations",
+             garbage_switches, trainers=(FAKE,)),
+    Scenario("named pipe as state.json", "one line, exit 2, the pipe moved aside, nothing started", pipe_as_state_json,
+             trainers=(FAKE,)),
     Scenario("stale completion marker", "exit 0, folder unchanged byte for byte, nothing started", stale_marker),
     Scenario("kill -9 mid-generation, restart", "nothing left within 2 s; the restart resumes (no init) and exits 0",
              kill9_then_resume),

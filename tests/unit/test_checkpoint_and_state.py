@@ -58,6 +58,19 @@ def test_torch_save_zip_archives_are_checked_by_their_central_directory(tmp_path
     assert "incomplete" in checkpoint.problem(path)
 
 
+@pytest.mark.parametrize("content", [b"just some text, long enough\n", b"\0" * 4096, b"\xff" * 64])
+def test_a_file_that_is_neither_safetensors_nor_torch_save_is_not_a_checkpoint(tmp_path, content):
+    path = tmp_path / "switch_2.pt"
+    path.write_bytes(content)
+    assert "not a checkpoint" in checkpoint.problem(path)
+
+
+def test_a_pipe_in_place_of_a_switch_file_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "switch_2.pt"
+    os.mkfifo(path)
+    assert checkpoint.problem(path) == "a named pipe (FIFO), not a checkpoint file"
+
+
 def test_formats_that_cannot_be_checked_are_taken_as_they_are(tmp_path):
     path = tmp_path / "switch_2.pt"
     path.write_bytes(b"\x80\x02legacy pickle bytes")
@@ -123,12 +136,14 @@ def test_state_is_always_whole_while_rewritten(tmp_path):
     assert bad == []
 
 
-def test_unreadable_state_is_an_error_naming_the_file(tmp_path):
+def test_unreadable_state_is_an_error_naming_the_file_and_is_moved_aside(tmp_path):
     store = RecordStore(tmp_path)
     store.folder.mkdir()
     store.state_path.write_text("{torn")
-    with pytest.raises(StateError, match="state.json is unreadable"):
+    with pytest.raises(StateError, match="state.json is not valid JSON: moved aside to state.json.bad-"):
         store.load()
+    assert not store.state_path.exists()
+    assert [p.read_text() for p in store.folder.glob("state.json.bad-*")] == ["{torn"]
 
 
 def test_fingerprint_differences_name_what_changed(tmp_path):
