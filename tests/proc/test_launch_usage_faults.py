@@ -1,0 +1,69 @@
+"""Usage faults end to end with the real pai-launch: a script whose name starts with '-', a working directory
+removed before the start, more workers than the open-files limit holds or than the CPU cores."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.helpers import FAKE_TRAINER, PYTHON, launch_env
+
+pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+def test_a_script_named_like_an_option_runs_as_a_file_and_trains_to_completion(scene):
+    shutil.copy(FAKE_TRAINER, scene.work / "-train.py")
+    launch, rc = scene.run("--nproc", "2", script="./-train.py", script_args=["--generations", "2"])
+
+    assert rc == 0, launch.log_summary()
+    assert (scene.work / "PAI" / ".training_complete").exists()
+    records = scene.records()
+    assert [r["env"]["PAI_LAUNCH_GENERATION"] for r in records] == ["0", "1", "1", "2", "2"]
+    assert launch.events("run_finished")[0]["exit_code"] == 0
+
+
+@pytest.mark.parametrize("entry", ["module", "console_script"])
+def test_a_removed_working_directory_is_one_line_and_exit_2(tmp_path, entry):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    shutil.copy(FAKE_TRAINER, gone / "train.py")
+    command = [PYTHON, "-m", "pai_launch"] if entry == "module" else [os.path.join(os.path.dirname(PYTHON), "pai-launch")]
+    env = launch_env(tmp_path)
+    # The shell enters the folder, removes it, then becomes pai-launch there.
+    script = 'cd "$1" && rmdir "$1" 2>/dev/null; rm -rf "$1"; shift; exec "$@"'
+    done = subprocess.run(["sh", "-c", script, "sh", str(gone), *command, "--nproc", "2", "train.py"], env=env,
+                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+
+    lines = _error_lines(done.stderr)
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("pai-launch: error: the working directory no longer exists"), lines
+    assert done.stdout == "" and os.listdir(tmp_path / "tmp") == []  # no temporary log folder: nothing started
+
+
+def test_more_workers_than_the_open_files_limit_holds_is_refused_before_anything_starts(scene):
+    if shutil.which("prlimit") is None:
+        pytest.skip("prlimit (util-linux) is not installed")
+    launch, rc = scene.run("--nproc", "40", prefix=("prlimit", "--nofile=256:256", "--"), timeout=30)
+
+    lines = _error_lines(launch.stderr)
+    assert rc == 2, launch.stderr
+    assert len(lines) == 1 and lines[0].startswith("pai-launch: error: --nproc 40 needs about"), lines
+    assert "limit of 256" in lines[0] and "at most --nproc 24" in lines[0], lines[0]
+    assert scene.work_listing() == [] and scene.records() == [] and scene.tmp_listing() == []
+
+
+def test_more_workers_than_cpu_cores_is_a_warning_and_the_run_goes_on(scene):
+    cores = len(os.sched_getaffinity(0))
+    launch, rc = scene.run("--dry-run", "--nproc", str(cores + 1), timeout=30)
+
+    assert rc == 0, launch.stderr
+    warning = launch.event("nproc_above_cores")
+    assert warning["level"] == "warning" and (warning["nproc"], warning["cores"]) == (cores + 1, cores)
+    assert f"generation 1 ({cores + 1} workers" in launch.stdout
