@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import signal
 
-from pai_launch import exitcodes, failure_causes, machine, savedir
+from pai_launch import exitcodes, failure_causes, logspace, machine, savedir
 from pai_launch.events import (
     AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
@@ -79,6 +79,8 @@ class Observer:
                                  failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
                                  "failures; this node follows")
             return GenerationJoined(raw.generation, raw.now, raw.failures)
+        elif isinstance(raw, GenerationRefused) and raw.log_dir and state.phase is not machine.Phase.STOPPING:
+            self.log.error("log_dir_full", reason=raw.reason)
         elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
             self.log.error("save_folder_failed", reason=raw.reason)
         elif isinstance(raw, JobStoreLost):
@@ -141,9 +143,20 @@ class Observer:
             failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
                              for f in result.failures)
         stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
+        fatal = result.fatal if result else None
+        if fatal is None and result is not None and not result.error and failures:
+            fatal = self.output_lost()
         event = GenerationEnded(failures, complete=self.session.complete(), progressed=self.session.progress(), now=raw.now,
-                                stopped=stopped, fatal=result.fatal if result else None)
+                                stopped=stopped, fatal=fatal)
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
+
+    def output_lost(self) -> str | None:
+        """A failed generation whose output went to a full disk: that is the failure to report (its log tails are
+        empty or cut short, and a retry into a full disk cannot help)."""
+        problem = logspace.problem(self.table.log_root, given=self.session.spec.log_dir is not None)
+        if problem:
+            self.log.error("log_dir_full", reason=problem)
+        return problem
 
     def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
         """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as

@@ -1,5 +1,5 @@
 """Usage faults end to end with the real pai-launch: a script whose name starts with '-', a working directory
-removed before the start, more workers than the open-files limit holds or than the CPU cores."""
+removed before the start, more workers than the open-files limit holds, and a full --log-dir disk."""
 
 from __future__ import annotations
 
@@ -57,6 +57,64 @@ def test_more_workers_than_the_open_files_limit_holds_is_refused_before_anything
     assert len(lines) == 1 and lines[0].startswith("pai-launch: error: --nproc 40 needs about"), lines
     assert "limit of 256" in lines[0] and "at most --nproc 24" in lines[0], lines[0]
     assert scene.work_listing() == [] and scene.records() == [] and scene.tmp_listing() == []
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs, unmounted at the end (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "logs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(folder) -> None:
+    """Write into `folder` until its disk has no room left."""
+    with open(folder / "filler", "ab", buffering=0) as handle:
+        chunk = b"\0" * 65536
+        while True:
+            try:
+                handle.write(chunk)
+            except OSError:
+                if len(chunk) == 1:
+                    return
+                chunk = chunk[: len(chunk) // 2]
+
+
+def _assert_names_the_full_log_disk(launch, rc, mount):
+    assert rc == 6, launch.log_summary()
+    full = launch.events("log_dir_full")
+    assert full and f"--log-dir {mount} is full" in full[0]["reason"], launch.log_summary()
+    finished = launch.events("run_finished")[0]
+    assert finished["exit_code"] == 6 and f"--log-dir {mount} is full" in finished["reason"]
+    assert "KiB free" in finished["reason"] and "another disk" in finished["reason"]
+
+
+def test_a_full_log_dir_disk_before_a_generation_ends_the_run_naming_it(scene, small_disk):
+    _fill(small_disk)
+    launch, rc = scene.run("--nproc", "2", "--log-dir", str(small_disk), script_args=["--generations", "1"])
+
+    _assert_names_the_full_log_disk(launch, rc, small_disk)
+    # The init run (its output goes through a pipe) ran; no generation was started into the full disk.
+    assert [r["env"]["PAI_LAUNCH_GENERATION"] for r in scene.records()] == ["0"]
+    assert launch.events("generation_started") == []
+
+
+def test_a_log_dir_disk_filling_during_a_generation_names_it_in_the_failure(scene, small_disk):
+    launch = scene.start("--nproc", "2", "--log-dir", str(small_disk),
+                         script_args=["--generations", "1", "--hold-until", str(scene.hold_file), "--fail-rank", "0"])
+    scene.wait_ready(1, 2)
+    _fill(small_disk)
+    scene.hold_file.touch()
+    rc = launch.wait(60)
+
+    _assert_names_the_full_log_disk(launch, rc, small_disk)
+    assert len(launch.events("generation_started")) == 1  # not retried into the full disk
 
 
 def test_more_workers_than_cpu_cores_is_a_warning_and_the_run_goes_on(scene):
