@@ -18,6 +18,26 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip()]
 
 
+BAD_SECONDS = [("--grace", "nan"), ("--grace", "inf"), ("--backoff", "nan"), ("--backoff-max", "inf"),
+               ("--stall-timeout", "nan"), ("--stall-timeout", "0"), ("--rdzv-timeout", "-1"), ("--fs-settle", "nan")]
+
+
+@pytest.mark.parametrize("option, value", BAD_SECONDS, ids=[f"{o}={v}" for o, v in BAD_SECONDS])
+@pytest.mark.parametrize("form", ["argv", "env"])
+def test_a_bad_number_of_seconds_is_one_line_exit_2_and_nothing_started(scene, option, value, form):
+    if form == "argv":
+        launch, rc = scene.run("--nproc", "2", option, value, timeout=30)
+    else:
+        name = "PAI_LAUNCH_" + option[2:].upper().replace("-", "_")
+        launch, rc = scene.run("--nproc", "2", env={name: value}, timeout=30)
+
+    lines = _error_lines(launch.stderr)
+    assert rc == 2, launch.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"pai-launch: error: {option} {float(value):g} "), lines
+    assert f"e.g. {option} " in lines[0]
+    assert scene.work_listing() == [] and scene.records() == [] and scene.tmp_listing() == []
+
+
 def test_a_script_named_like_an_option_runs_as_a_file_and_trains_to_completion(scene):
     shutil.copy(FAKE_TRAINER, scene.work / "-train.py")
     launch, rc = scene.run("--nproc", "2", script="./-train.py", script_args=["--generations", "2"])
