@@ -31,6 +31,8 @@ RANGES = {
     "--stall-timeout": Range(0.0, WEEK, False, "900"),
     "--rdzv-timeout": Range(0.0, WEEK, False, "900"),
     "--fs-settle": Range(0.0, DAY, True, "30"),
+    #: pai-launch status --watch's redraw interval.
+    "--interval": Range(0.0, 3600.0, False, "2"),
 }
 
 

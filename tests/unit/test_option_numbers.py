@@ -25,7 +25,17 @@ CASES = [(option, value) for option, (_, values) in BAD.items() for value in val
 
 
 def test_every_seconds_option_has_a_range():
-    assert set(seconds.RANGES) == set(BAD)
+    assert set(seconds.RANGES) == {*BAD, "--interval"}
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9"])
+def test_status_refuses_a_bad_redraw_interval_in_one_line(capsys, tmp_path, monkeypatch, value):
+    from pai_launch import tools_cli
+
+    monkeypatch.chdir(tmp_path)
+    assert tools_cli.run_tool(["status", "--watch", "--interval", value]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"pai-launch: error: --interval {float(value):g} ") and "e.g. --interval 2" in line, line
 
 
 def _spec(tmp_path, field, value):
