@@ -218,6 +218,7 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
         _check_metrics_address(spec.metrics_host, spec.metrics_port)
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
+    _check_save_name(spec)
     _check_writable_folder(spec.save_dir, "--save-name")
     if spec.log_dir is not None:
         _check_writable_folder(spec.log_dir, "--log-dir")
@@ -235,6 +236,19 @@ def _check_seconds(spec: LaunchSpec) -> None:
         found = None if value is None else seconds.problem(option, value)
         if found:
             raise PreflightError(found)
+
+
+def _check_save_name(spec: LaunchSpec) -> None:
+    """The save folder is a folder of its own: never the working directory or one above it (--fresh would move the
+    script and everything beside it aside), and its name prints on one line."""
+    name = spec.save_name
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        raise PreflightError(f"--save-name {name!r} holds a control character: give a plain folder name, e.g. --save-name PAI")
+    folder = os.path.normpath(spec.workdir / name)
+    workdir = os.path.normpath(spec.workdir)
+    if not name or folder == workdir or workdir.startswith(folder.rstrip("/") + "/"):
+        raise PreflightError(f"--save-name {name!r} is the working directory {workdir} or a folder above it: give a "
+                             "folder of its own, e.g. --save-name PAI")
 
 
 def _check_metrics_address(host: str, port: int) -> None:

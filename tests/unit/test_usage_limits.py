@@ -98,3 +98,21 @@ def test_a_full_log_disk_is_named_with_its_free_space_and_the_fix(tmp_path):
 def test_free_space_is_read_from_the_nearest_existing_folder(tmp_path):
     assert logspace.free_bytes(tmp_path / "not" / "yet") > 0
     assert logspace.problem(tmp_path / "not" / "yet", given=True) is None  # this disk has room
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/..", "a/../..", "/", "./"])
+def test_a_save_name_that_is_the_working_directory_or_above_it_is_refused(tmp_path, name):
+    with pytest.raises(PreflightError) as caught:
+        preflight(_spec(tmp_path, save_name=name), nproc_given=False, env={}, physical=0)
+    text = str(caught.value)
+    assert "\n" not in text and text.startswith(f"--save-name {name!r} is the working directory") and "e.g." in text
+
+
+def test_a_save_name_with_a_control_character_is_refused(tmp_path):
+    with pytest.raises(PreflightError, match="control character"):
+        preflight(_spec(tmp_path, save_name="x\ny"), nproc_given=False, env={}, physical=0)
+
+
+@pytest.mark.parametrize("name", ["PAI", "runs/a", "../elsewhere/PAI", "./PAI", "PAI/"])
+def test_save_names_of_a_folder_of_their_own_pass(tmp_path, name):
+    preflight(_spec(tmp_path, save_name=name), nproc_given=False, env={}, physical=0)
