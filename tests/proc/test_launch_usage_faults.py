@@ -145,3 +145,14 @@ def test_more_workers_than_cpu_cores_is_a_warning_and_the_run_goes_on(scene):
     warning = launch.event("nproc_above_cores")
     assert warning["level"] == "warning" and (warning["nproc"], warning["cores"]) == (cores + 1, cores)
     assert f"generation 1 ({cores + 1} workers" in launch.stdout
+
+
+@pytest.mark.parametrize("name", [".", ""])
+def test_the_working_directory_as_the_save_folder_is_refused_and_fresh_moves_nothing(scene, name):
+    (scene.work / "notes.txt").write_text("the user's notes\n")
+    launch, rc = scene.run("--nproc", "2", "--fresh", "--save-name", name, timeout=30)
+
+    lines = _error_lines(launch.stderr)
+    assert rc == 2, launch.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"pai-launch: error: --save-name {name!r} is the working"), lines
+    assert scene.work_listing() == ["notes.txt"] and scene.records() == [] and scene.tmp_listing() == []
