@@ -9,10 +9,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pai_launch import savedir
+from pai_launch import capacity, savedir, seconds
 from pai_launch.machine_state import Policy
 from pai_launch.nodes import Nodes
 
@@ -157,8 +158,11 @@ def default_nproc(visible: tuple[str, ...]) -> int:
     return len(visible) or 1
 
 
-def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physical: int) -> None:
-    """Raise PreflightError for the first problem found; touch nothing."""
+def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physical: int,
+              open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
+    """Raise PreflightError for the first problem found; touch nothing. `open_files` reads the open-files limit
+    (None: unlimited)."""
+    _check_seconds(spec)
     script = spec.script if spec.script.is_absolute() else spec.workdir / spec.script
     if not script.exists():
         raise PreflightError(f"script {spec.script} does not exist: check the path (relative to {spec.workdir})")
@@ -170,6 +174,9 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
             raise PreflightError(f"remove {name} from the script's arguments: pai-launch adds it itself when needed")
     if spec.nproc < 1:
         raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc 2")
+    too_many = capacity.open_files_problem(spec.nproc, open_files())
+    if too_many:
+        raise PreflightError(too_many)
     if spec.data_parallel and nproc_given and spec.nproc != 1:
         raise PreflightError("--nproc has no effect with --data-parallel (one process uses every GPU): drop --nproc")
     if spec.gpus is not None and physical:
@@ -181,16 +188,10 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
         raise PreflightError(
             f"--nproc {spec.nproc} is more than the {len(visible)} visible GPU(s): lower --nproc or add GPUs with --gpus"
         )
-    if spec.grace < 0:
-        raise PreflightError(f"--grace {spec.grace} is negative: give seconds >= 0, e.g. --grace 30")
     if spec.max_failures < 1:
         raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to allow, e.g. 3")
-    if spec.backoff < 0 or spec.backoff_max < spec.backoff:
-        raise PreflightError(f"--backoff {spec.backoff} / --backoff-max {spec.backoff_max}: give 0 <= --backoff <= --backoff-max")
-    if spec.stall_timeout is not None and spec.stall_timeout <= 0:
-        raise PreflightError(f"--stall-timeout {spec.stall_timeout} must be positive: give seconds, e.g. --stall-timeout 900")
-    if spec.fs_settle < 0:
-        raise PreflightError(f"--fs-settle {spec.fs_settle:g} is negative: give seconds >= 0, e.g. --fs-settle 30")
+    if spec.backoff_max < spec.backoff:
+        raise PreflightError(f"--backoff {spec.backoff:g} / --backoff-max {spec.backoff_max:g}: give 0 <= --backoff <= --backoff-max")
     if spec.nodes.multi:
         if spec.data_parallel:
             raise PreflightError("--data-parallel runs one process on one machine: drop it or drop --nnodes")
@@ -217,12 +218,37 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
         _check_metrics_address(spec.metrics_host, spec.metrics_port)
     if spec.log_format not in LOG_FORMATS:
         raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
+    _check_save_name(spec)
     _check_writable_folder(spec.save_dir, "--save-name")
     if spec.log_dir is not None:
         _check_writable_folder(spec.log_dir, "--log-dir")
     complete = savedir.marker_mtime(spec.save_dir) is not None and not spec.fresh
     if not complete and importlib.util.find_spec("torch") is None and not spec.dry_run:
         raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this environment")
+
+
+def _check_seconds(spec: LaunchSpec) -> None:
+    """Every option in seconds is finite and in its range (seconds.RANGES)."""
+    given = {"--grace": spec.grace, "--backoff": spec.backoff, "--backoff-max": spec.backoff_max,
+             "--stall-timeout": spec.stall_timeout, "--rdzv-timeout": spec.nodes.rdzv_timeout,
+             "--fs-settle": spec.fs_settle_given}
+    for option, value in given.items():
+        found = None if value is None else seconds.problem(option, value)
+        if found:
+            raise PreflightError(found)
+
+
+def _check_save_name(spec: LaunchSpec) -> None:
+    """The save folder is a folder of its own: never the working directory or one above it (--fresh would move the
+    script and everything beside it aside), and its name prints on one line."""
+    name = spec.save_name
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        raise PreflightError(f"--save-name {name!r} holds a control character: give a plain folder name, e.g. --save-name PAI")
+    folder = os.path.normpath(spec.workdir / name)
+    workdir = os.path.normpath(spec.workdir)
+    if not name or folder == workdir or workdir.startswith(folder.rstrip("/") + "/"):
+        raise PreflightError(f"--save-name {name!r} is the working directory {workdir} or a folder above it: give a "
+                             "folder of its own, e.g. --save-name PAI")
 
 
 def _check_metrics_address(host: str, port: int) -> None:

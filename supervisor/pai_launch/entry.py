@@ -11,10 +11,11 @@ as `pai-launch ./status`.
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 
-from pai_launch import console, signals
+from pai_launch import console, exitcodes, signals
 
 #: First arguments that name a tool rather than a script.
 TOOLS = ("doctor", "status")
@@ -22,6 +23,7 @@ TOOLS = ("doctor", "status")
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    _require_working_directory()
     if args and args[0] in TOOLS:
         from pai_launch import tools_cli
 
@@ -32,3 +34,13 @@ def main(argv: list[str] | None = None) -> None:
     from pai_launch import cli
 
     sys.exit(cli.run_command_line(args, inbox))
+
+
+def _require_working_directory() -> None:
+    """A working directory removed before the start is a usage error, found before anything asks for the path."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        print("pai-launch: error: the working directory no longer exists (it was removed): cd into an existing "
+              "folder (the one holding the script) and start again", file=sys.stderr)
+        sys.exit(exitcodes.USAGE)

@@ -258,10 +258,12 @@ class GenerationJoined:
 
 @dataclass(frozen=True)
 class GenerationRefused:
-    """The generation was not started: the save folder cannot be used (removed, unwritable, full)."""
+    """The generation was not started: the save folder cannot be used (removed, unwritable, full), or the disk its
+    workers' output goes to is full (`log_dir`)."""
 
     reason: str
     now: float
+    log_dir: bool = False
 
 
 @dataclass(frozen=True)

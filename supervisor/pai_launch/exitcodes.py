@@ -11,7 +11,7 @@ INIT_FAILED = 3
 BUDGET_EXHAUSTED = 4
 #: A generation ended with every worker at 0 but wrote neither a switch file nor the completion marker.
 NO_PROGRESS = 5
-#: The save folder was removed, became unwritable, or its disk filled up.
+#: The save folder was removed, became unwritable, or its disk filled up; or the disk of the workers' output did.
 SAVE_FOLDER = 6
 #: The same failure before training repeated with the launcher itself at fault (its agent died).
 LAUNCHER_ERROR = 1
@@ -26,7 +26,7 @@ TABLE = (
     (INIT_FAILED, "the init run (--perforate_model_parallel) failed"),
     (BUDGET_EXHAUSTED, "gave up: --max-failures consecutive failed generations without progress"),
     (NO_PROGRESS, "a generation exited 0 without a new switch file or the completion marker"),
-    (SAVE_FOLDER, "the save folder was removed, became unwritable, or its disk is full"),
+    (SAVE_FOLDER, "the save folder was removed, became unwritable, or its disk (or --log-dir's) is full"),
     (INTERNAL_ERROR, "internal error in pai-launch: every process of the run was stopped; the traceback is in the log"),
     ("128+N", "stopped by signal N (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP, 131 for SIGQUIT)"),
     ("other", "the failing worker's own exit code (128+N if it was killed by signal N)"),

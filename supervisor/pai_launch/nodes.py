@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pai_launch import seconds
+
 DEFAULT_PORT = 29400
 DEFAULT_RDZV_TIMEOUT = 900.0
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-_]*[A-Za-z0-9])?$")
@@ -91,8 +93,9 @@ def check(nodes: Nodes, *, endpoint_given: bool) -> None:
     """The combination makes sense (NodesError names the first problem)."""
     if not 0 <= nodes.node_rank < nodes.max_nodes:
         raise NodesError(f"--node-rank {nodes.node_rank} is outside --nnodes {nodes.max_nodes}: give 0..{nodes.max_nodes - 1}")
-    if nodes.rdzv_timeout <= 0:
-        raise NodesError(f"--rdzv-timeout {nodes.rdzv_timeout:g} must be positive: give seconds, e.g. --rdzv-timeout 900")
+    timeout_problem = seconds.problem("--rdzv-timeout", nodes.rdzv_timeout)
+    if timeout_problem:
+        raise NodesError(timeout_problem)
     if nodes.multi and not endpoint_given:
         raise NodesError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT: node 0's address, the same on every node")
     if nodes.rdzv_id is not None and not re.match(r"^[A-Za-z0-9._\-]+$", nodes.rdzv_id):

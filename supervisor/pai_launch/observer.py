@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
-from pai_launch import exitcodes, failure_causes, machine, savedir, signals
+from pai_launch import exitcodes, failure_causes, logspace, machine, savedir, signals
 from pai_launch.events import (
     AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
@@ -82,6 +82,8 @@ class Observer:
                                  failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
                                  "failures; this node follows")
             return GenerationJoined(raw.generation, raw.now, raw.failures)
+        elif isinstance(raw, GenerationRefused) and raw.log_dir and state.phase is not machine.Phase.STOPPING:
+            self.log.error("log_dir_full", reason=raw.reason)
         elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
             self.log.error("save_folder_failed", reason=raw.reason)
         elif isinstance(raw, JobStoreLost):
@@ -146,10 +148,20 @@ class Observer:
         stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
         complete = self.session.complete()
         progressed, failures = self.checked_progress(self.session.progress(), failures, complete, state.generation)
+        fatal = result.fatal if result else None
+        if fatal is None and result is not None and not result.error and failures:
+            fatal = self.output_lost()
         event = GenerationEnded(failures, complete=complete, progressed=progressed, now=raw.now,
-                                stopped=stopped, fatal=result.fatal if result else None,
-                                all_failed_loading=self.all_failed_loading(failures))
+                                stopped=stopped, fatal=fatal, all_failed_loading=self.all_failed_loading(failures))
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
+
+    def output_lost(self) -> str | None:
+        """A failed generation whose output went to a full disk: that is the failure to report (its log tails are
+        empty or cut short, and a retry into a full disk cannot help)."""
+        problem = logspace.problem(self.table.log_root, given=self.session.spec.log_dir is not None)
+        if problem:
+            self.log.error("log_dir_full", reason=problem)
+        return problem
 
     def all_failed_loading(self, failures: tuple[Failure, ...]) -> str | None:
         """The switch file this generation was started from, when every one of its ranks failed (one node only: a

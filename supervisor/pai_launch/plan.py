@@ -59,18 +59,25 @@ def new_elastic_run_id(run_id: str, generation: int) -> str:
     return f"{path_safe(run_id)}-g{generation}-{uuid.uuid4().hex[:6]}"
 
 
+def script_arg(spec: LaunchSpec) -> str:
+    """The script as python's argument: a relative path starting with '-' (pathlib turns ./-train.py into -train.py)
+    gets ./ back, so python runs it as a file instead of reading it as an option."""
+    text = str(spec.script)
+    return f"./{text}" if text.startswith("-") else text
+
+
 def init_command(spec: LaunchSpec, run_id: str, visible: tuple[str, ...]) -> Command:
     """`python -u SCRIPT --perforate_model_parallel ARGS`: one process, first GPU only, with no rank variables."""
     env = {RUN_ID_ENV: run_id, GENERATION_ENV: "0"}
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible[0]
-    argv = (spec.python, "-u", str(spec.script), INIT_FLAG, *spec.script_args)
+    argv = (spec.python, "-u", script_arg(spec), INIT_FLAG, *spec.script_args)
     return Command(argv, env, spec.workdir, unset=RANK_VARIABLES)
 
 
 def worker_args(spec: LaunchSpec, load_folder: str | None) -> tuple[str, ...]:
     """Arguments after the interpreter for every worker: `-u SCRIPT ARGS [--pai_load_folder SAVE]`."""
-    args = ("-u", str(spec.script), *spec.script_args)
+    args = ("-u", script_arg(spec), *spec.script_args)
     return (*args, LOAD_FLAG, load_folder) if load_folder else args
 
 

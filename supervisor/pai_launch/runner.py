@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import adoptions, console, coordination, crossnode, exitcodes, logs, machine, plan, savedir
+from pai_launch import adoptions, console, coordination, crossnode, exitcodes, logs, logspace, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
@@ -254,6 +254,10 @@ class Runner:
         if problem:  # nothing is started: the machine hears why
             self.inbox.put(GenerationRefused(problem, time.monotonic()))
             return
+        output_problem = None if self.spec.data_parallel else self.log_disk_problem()
+        if output_problem:  # the workers' output would be lost, and with it any failure's log tail
+            self.inbox.put(GenerationRefused(output_problem, time.monotonic(), log_dir=True))
+            return
         if load_folder is None and had_switches:
             self.log.warning("resuming_from_scratch", reason="no valid switch_*.pt left; starting after the init run")
         self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the writes
@@ -269,6 +273,9 @@ class Runner:
         pid, had = self.table.start_agent(request)
         self.log.info("generation_started", generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
                       agent_pid=pid, agent_started_ahead=had)
+
+    def log_disk_problem(self) -> str | None:
+        return logspace.problem(self.table.log_root, given=self.spec.log_dir is not None)
 
     def quarantined(self, name: str, problem: str, moved) -> None:
         self.log.warning("checkpoint_quarantined", file=name, problem=problem, moved_to=str(moved))

@@ -8,7 +8,7 @@ import queue
 import sys
 import time
 
-from pai_launch import adoptions, exitcodes, logs, plan, savedir
+from pai_launch import adoptions, capacity, exitcodes, logs, plan, savedir
 from pai_launch.config import LaunchSpec
 
 
@@ -37,6 +37,9 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
                      hint="nothing to do; use --fresh (or another --save-name) to train again")
             return exitcodes.COMPLETE
         spec, notes = check_script(spec)
+        crowded = None if spec.data_parallel else capacity.cores_warning(spec.nproc, capacity.usable_cores())
+        if crowded:
+            notes.append(("nproc_above_cores", crowded))
         session = SaveSession(spec, env)
         if spec.dry_run:
             for event, fields in notes:
@@ -79,5 +82,5 @@ def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]
     if errors:
         notes.append(("script_check", {
             "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),
-            "hint": f"details: pai-launch doctor {spec.script}; starting anyway (--no-doctor skips the check)"}))
+            "hint": f"details: pai-launch doctor {plan.script_arg(spec)}; starting anyway (--no-doctor skips the check)"}))
     return report.resume_stage, notes

@@ -16,7 +16,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch import exitcodes
+from pai_launch import exitcodes, seconds
 
 tools = typer.Typer(
     add_completion=False,
@@ -60,8 +60,9 @@ def status(
     """Where a run stands, from its save folder's files: generations, dendrites, best score, failures, the supervisor."""
     from pai_launch import status as run_status
 
-    if interval <= 0:
-        _error(f"--interval must be above 0, not {interval} (e.g. --interval 2)")
+    bad_interval = seconds.problem("--interval", interval)
+    if bad_interval:
+        _error(bad_interval)
         return exitcodes.USAGE
     return run_status.main(save or run_status.default_folder(Path.cwd()), as_json=as_json, watch=watch,
                            timeline=timeline, interval=interval)

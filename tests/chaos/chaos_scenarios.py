@@ -813,6 +813,27 @@ def disk_full(run: Run) -> str:
     return _expect_save_failure(run, launch, sent, "is full", "No space left")
 
 
+def log_dir_full(run: Run) -> str:
+    logs = run.root / "logs"
+    logs.mkdir()
+    _mount(run, "-t", "tmpfs", "-o", "size=512k", "tmpfs", target=logs)
+    try:  # something else filled the --log-dir's disk before the start
+        with open(logs / "filler.bin", "wb") as handle:
+            while True:
+                handle.write(b"\0" * 65536)
+    except OSError:
+        pass
+    script, args, env = _trainer(run, fake=["--generations", "1"])
+    launch = run.start("--nproc", NPROC, "--log-dir", str(logs), script=script, script_args=args, env=env)
+    rc = run.finish(launch, timeout=60)
+    reason = finished(launch).get("reason", "")
+    run.check(rc == 6, f"exit code {rc}, expected 6: {reason}")
+    run.check(f"--log-dir {logs} is full" in reason and "KiB free" in reason, f"the reason does not name the full "
+              f"--log-dir disk: {reason!r}")
+    run.check(not events(launch, "generation_started"), "a generation was started into the full disk")
+    return f"{_fmt_exit(rc)}: {reason}"
+
+
 def save_folder_read_only(run: Run) -> str:
     script, args, env = _trainer(run, fake=["--hang", "--heartbeat", "0.2"])
     launch = run.start("--nproc", NPROC, "--grace", "10", script=script, script_args=args, env=env)
@@ -836,6 +857,10 @@ def _preflight(run: Run, pai_args: list[str], script: Path | str, expect_in: str
     started = run.tracker.descendants_seen(launch.pid)
     run.check(started == 0, f"{started} process(es) were started")
     return f"{_fmt_exit(rc)}: {lines[0] if lines else '(nothing on stderr)'}"
+
+
+def grace_nan(run: Run) -> str:
+    return _preflight(run, ["--nproc", NPROC, "--grace", "nan"], EXAMPLE, "--grace nan")
 
 
 def unknown_option(run: Run) -> str:
@@ -942,7 +967,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              unavailable=mount_unavailable),
     Scenario("save folder turns read-only", "exit 6, workers stopped", save_folder_read_only,
              unavailable=mount_unavailable),
+    Scenario("--log-dir's disk full", "exit 6 naming the full --log-dir disk and its free space, no generation started",
+             log_dir_full, trainers=(FAKE,), unavailable=mount_unavailable),
     Scenario("unknown option", "one line, exit 2, nothing started or written", unknown_option, trainers=(NONE,)),
+    Scenario("--grace nan", "one line naming --grace, exit 2, nothing started or written", grace_nan, trainers=(NONE,)),
     Scenario("missing script", "one line, exit 2, nothing started or written", missing_script, trainers=(NONE,)),
     Scenario("--nproc 0", "one line, exit 2, nothing started or written", nproc_zero, trainers=(NONE,)),
     Scenario("script without PerforatedAI flags", "exit 3 with the init run's argparse error shown", script_without_pai_flags,

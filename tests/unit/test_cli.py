@@ -114,7 +114,7 @@ def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):
         (["--gpus", "0,0", "train.py"], "names a GPU twice"),
         (["--max-failures", "0", "train.py"], "--max-failures 0 is less than 1"),
         (["--backoff", "5", "--backoff-max", "1", "train.py"], "--backoff-max"),
-        (["--stall-timeout", "0", "train.py"], "--stall-timeout 0.0 must be positive"),
+        (["--stall-timeout", "0", "train.py"], "--stall-timeout 0 is not a number of seconds"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_2(launched, capsys, argv, message):

@@ -112,7 +112,7 @@ def test_preflight_accepts_a_good_spec(tmp_path):
         (dict(nproc=0), 0, "less than 1"),
         (dict(nproc=3), 2, "more than the 2 visible GPU"),
         (dict(gpus=("5",)), 2, "this machine has 2"),
-        (dict(grace=-1.0), 0, "negative"),
+        (dict(grace=-1.0), 0, "--grace -1 is not a number of seconds"),
         (dict(script_args=("--pai_load_folder", "X")), 0, "remove --pai_load_folder"),
         (dict(script_args=("--perforate_model_parallel",)), 0, "remove --perforate_model_parallel"),
         (dict(data_parallel=True, nproc=2), 0, "--data-parallel"),
