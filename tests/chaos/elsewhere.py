@@ -34,4 +34,30 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("a node killed mid-generation (two nodes)", "the other node's workers stop; its restart rejoins the job",
            "tests/proc/test_multinode_faults.py::"
            "test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_rejoins_the_job"),
+    Tested("ranks flood their output, warm and cold", "the agent's memory stays flat; every rank's last line relayed",
+           "tests/proc/test_launch_flood.py::"
+           "test_ranks_that_flood_their_output_end_with_0_their_last_lines_relayed_and_the_agent_bounded"),
+    Tested("two runs, one after another, on one --log-dir", "each start has its own folder; each sees only its own lines",
+           "tests/proc/test_launch_log_dir.py::test_two_runs_one_after_another_on_one_log_dir_each_see_only_their_own"),
+    Tested("a --fresh rerun on the same --log-dir", "its own folder; exit 0 with only its own lines",
+           "tests/proc/test_launch_log_dir.py::test_a_fresh_rerun_on_the_same_log_dir_sees_only_its_own"),
+    Tested("two runs at the same time on one --log-dir", "each sees only its own workers and lines; both exit 0",
+           "tests/proc/test_launch_log_dir.py::test_two_runs_at_the_same_time_on_one_log_dir_each_see_only_their_own"),
+    Tested("an option in seconds given nan, inf or out of range", "one line naming the option and a good value, exit 2",
+           "tests/proc/test_launch_usage_faults.py::test_a_bad_number_of_seconds_is_one_line_exit_2_and_nothing_started"),
+    Tested("a script named -train.py", "run as ./-train.py, never read as an option; trains to completion",
+           "tests/proc/test_launch_usage_faults.py::"
+           "test_a_script_named_like_an_option_runs_as_a_file_and_trains_to_completion"),
+    Tested("the working directory removed before the start", "one line, exit 2, nothing started",
+           "tests/proc/test_launch_usage_faults.py::test_a_removed_working_directory_is_one_line_and_exit_2"),
+    Tested("--nproc past the open-files limit", "one line naming the most workers that fit and ulimit -n, exit 2",
+           "tests/proc/test_launch_usage_faults.py::"
+           "test_more_workers_than_the_open_files_limit_holds_is_refused_before_anything_starts"),
+    Tested("--nproc above the CPU cores", "a warning; the run goes on",
+           "tests/proc/test_launch_usage_faults.py::test_more_workers_than_cpu_cores_is_a_warning_and_the_run_goes_on"),
+    Tested("the --log-dir disk fills during a generation", "the failure names the full disk, exit 6, no retry into it",
+           "tests/proc/test_launch_usage_faults.py::test_a_log_dir_disk_filling_during_a_generation_names_it_in_the_failure"),
+    Tested("--save-name . (the working directory) with --fresh", "one line, exit 2, nothing moved",
+           "tests/proc/test_launch_usage_faults.py::"
+           "test_the_working_directory_as_the_save_folder_is_refused_and_fresh_moves_nothing"),
 )
