@@ -60,4 +60,16 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("--save-name . (the working directory) with --fresh", "one line, exit 2, nothing moved",
            "tests/proc/test_launch_usage_faults.py::"
            "test_the_working_directory_as_the_save_folder_is_refused_and_fresh_moves_nothing"),
+    Tested("stdout, stderr or all of fds 0-2 closed at the start, or on /dev/full",
+           "/dev/null in their place for every child; failed writes dropped, console_lost once in events.jsonl; exit 0",
+           "tests/proc/test_launch_console_lost.py::test_a_console_closed_or_full_from_the_start_never_ends_the_run"),
+    Tested("the terminal closed mid-run, then SIGHUP", "SIGHUP forwarded, the workers stop within the grace, exit 129",
+           "tests/proc/test_launch_console_lost.py::"
+           "test_a_terminal_closed_mid_run_then_sighup_forwards_with_grace_and_exits_129"),
+    Tested("SIGQUIT mid-generation", "stack_dump of pai-launch's threads, the workers get SIGTERM, exit 131",
+           "tests/proc/test_launch_console_lost.py::"
+           "test_sigquit_mid_generation_dumps_the_stacks_then_stops_like_sigterm_and_exits_131"),
+    Tested("a bug inside pai-launch while stderr is unwritable", "exit 70 still; internal_error in events.jsonl",
+           "tests/proc/test_launch_console_lost.py::"
+           "test_a_bug_mid_run_exits_70_with_stderr_unwritable_and_the_events_file_says_why"),
 )
