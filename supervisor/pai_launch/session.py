@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch import adoptions, checkpoint, plan, savedir
+from pai_launch import adoptions, checkpoint, plan, savedir, statedir
 from pai_launch.config import LaunchSpec
 from pai_launch.locks import SaveFolderLock
 from pai_launch.logs import EventsFile
@@ -75,6 +75,7 @@ class SaveSession:
 
     def __init__(self, spec: LaunchSpec, env: Mapping[str, str]) -> None:
         self.spec = spec
+        statedir.check(spec.save_dir)  # another user's folder, or a link, is refused before anything in it is read
         self.store = RecordStore(spec.save_dir)
         self.fingerprint = fingerprint(spec.workdir / spec.script, spec.script_args, spec.nproc)
         self.previous = self.store.load()  # StateError: unreadable state
