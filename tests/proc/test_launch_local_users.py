@@ -10,9 +10,7 @@ against a real second user, pai-intruder, made once per session and acted as wit
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -20,38 +18,24 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.locks import PathLock
-from tests.helpers import PYTHON, tree_state
+from pai_launch.locks import PathLock, flock_holders
+from tests.helpers import (LOCAL_USER, as_user, end_squat, local_user, local_user_unavailable, squat_socket, tree_state,
+                           wait_until)
 from tests.proc.launch_files import make_resumable, state_dir
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
-INTRUDER = "pai-intruder"
 HOLD = ["--generations", "1", "--heartbeat", "0.1"]
 
 
 @pytest.fixture(scope="session")
 def intruder() -> tuple[int, int]:
     """(uid, gid) of a real unprivileged local user, made with useradd when absent."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: a second local user is made with useradd and acted as with setpriv")
-    missing = [tool for tool in ("useradd", "setpriv", "flock") if shutil.which(tool) is None]
-    assert not missing, f"{missing} missing: install them with scripts/system_tools.sh (pai_system_tools)"
-    try:
-        entry = pwd.getpwnam(INTRUDER)
-    except KeyError:
-        made = subprocess.run(["useradd", "--system", "--no-create-home", INTRUDER], capture_output=True, text=True,
-                              timeout=60)
-        entry = pwd.getpwnam(INTRUDER)  # made now, or by a concurrent session just before (useradd then fails)
-        assert entry, made.stderr
-    return entry.pw_uid, entry.pw_gid
-
-
-def as_user(ids: tuple[int, int], *, read_all: bool = False) -> list[str]:
-    """setpriv's prefix to act as the user; `read_all`: may read and search everything (to run this interpreter,
-    which may live under /root), with no other privilege."""
-    caps = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"] if read_all else []
-    return ["setpriv", f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", *caps, "--"]
+    why = local_user_unavailable()
+    if why and os.geteuid() != 0:
+        pytest.skip(why)
+    assert why is None, why
+    return local_user()
 
 
 @pytest.fixture
@@ -75,26 +59,16 @@ def one_error_line(launch) -> str:
 
 @pytest.fixture
 def squatter(intruder):
-    """Start the intruder's socket on an abstract name: squat(name, listen) -> its pid; closed at the end."""
+    """squat(address, listen) -> the pid of the intruder's socket bound to that abstract name; ended at the end."""
     started: list[subprocess.Popen] = []
 
     def squat(address: str, listen: bool) -> int:
-        code = ("import socket, sys\n"
-                "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
-                "s.bind(bytes.fromhex(sys.argv[1]))\n"
-                "if sys.argv[2] == 'listen':\n    s.listen(1)\n"
-                "print('bound', flush=True)\n"
-                "sys.stdin.read()\n")
-        proc = subprocess.Popen([*as_user(intruder, read_all=True), PYTHON, "-c", code, address.encode().hex(),
-                                 "listen" if listen else "bind"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        started.append(proc)
-        assert proc.stdout.readline().strip() == "bound", "the squatter could not bind the name"
-        return proc.pid
+        started.append(squat_socket(intruder, address, listen=listen))
+        return started[-1].pid
 
     yield squat
     for proc in started:
-        proc.stdin.close()
-        proc.wait(10)
+        end_squat(proc)
 
 
 @pytest.mark.parametrize("listen", [True, False], ids=["listening", "bound-only"])
@@ -109,7 +83,7 @@ def test_another_users_socket_on_the_lock_name_neither_blocks_the_run_nor_lets_a
     squatted = first.event("save_lock_squatted")
     if listen:
         assert (squatted["holder_pid"], squatted["holder_uid"]) == (squat_pid, intruder[0]), squatted
-        assert INTRUDER in squatted["holder_user"]
+        assert LOCAL_USER in squatted["holder_user"]
     else:
         assert squatted["holder"] == "a socket that does not listen", squatted
 
@@ -183,7 +157,7 @@ def test_a_state_folder_another_user_made_is_refused_in_one_line(shared_scene, i
 
     assert rc == 2, launch.stderr
     line = one_error_line(launch)
-    assert ".pai-launch belongs to" in line and INTRUDER in line and f"uid {intruder[0]}" in line, line
+    assert ".pai-launch belongs to" in line and LOCAL_USER in line and f"uid {intruder[0]}" in line, line
     assert tree_state(save) == before and tree_state(target.parent) == secret
     assert scene.records() == []
 
@@ -212,12 +186,41 @@ def test_a_lock_file_of_another_user_is_refused_in_one_line(shared_scene, intrud
     state_dir(save).chmod(0o777)
     lock = state_dir(save) / "lock.node0"
     assert run_as(intruder, "touch", str(lock)).returncode == 0
-    owner = grp.getgrgid(intruder[1]).gr_name
 
     launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
 
     assert rc == 2, launch.stderr
     line = one_error_line(launch)
-    assert "lock.node0 belongs to" in line and INTRUDER in line, (line, owner)
+    assert "lock.node0 belongs to" in line and LOCAL_USER in line, line
     assert lock.stat().st_size == 0 and lock.stat().st_uid == intruder[0]
     assert scene.records() == []
+
+
+def test_an_old_world_readable_lock_file_flocked_by_another_user_names_the_real_holder_not_the_dead_pid(
+        shared_scene, intruder):
+    scene = shared_scene
+    save = make_resumable(scene.work / "PAI")
+    state_dir(save).mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    lock = state_dir(save) / "lock.node0"
+    lock.write_text(f"{dead.pid}\n")
+    lock.chmod(0o644)  # as a pai-launch of old left it: anyone could open it
+    holder = subprocess.Popen([*as_user(intruder), "flock", "--nonblock", str(lock), "cat"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    try:
+        st = lock.stat()
+        wait_until(lambda: holder.pid in flock_holders(Path("/proc/locks").read_text(), st.st_dev, st.st_ino)
+                   or holder.poll() is not None, 30)
+        assert holder.poll() is None, "the other user could not flock the old lock file"
+
+        launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
+
+        assert rc == 2, launch.stderr
+        line = one_error_line(launch)
+        assert f"another process (PID {holder.pid}) holds the lock file" in line, line
+        assert f"another pai-launch (PID {dead.pid})" not in line
+        assert scene.records() == []
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
