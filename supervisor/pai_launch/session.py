@@ -271,8 +271,9 @@ class SaveSession:
             if latest and checkpoint.whole_latest(self.save_dir, on_quarantine):
                 return self.save_name
             newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
-        except OSError as exc:
-            raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: {exc.strerror or exc}") from exc
+        except (OSError, StateError) as exc:
+            raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from exc
         return self.save_name if newest is not None else None
 
     def generation_starting(self) -> None:

@@ -103,3 +103,22 @@ def check(save_dir: Path) -> None:
     why = problem(path, st, os.geteuid(), want_dir=True)
     if why:
         raise UnsafeStateDir(why)
+
+
+def subfolder(save_dir: Path, name: str) -> Path:
+    """SAVE/.pai-launch/NAME (quarantine), made when absent and checked like the folder itself: a link planted there
+    while the folder was open to others is refused (UnsafeStateDir), never followed."""
+    folder = open_state_dir(save_dir, create=True)
+    try:
+        try:
+            os.mkdir(name, 0o755, dir_fd=folder)
+        except FileExistsError:
+            pass
+        st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    finally:
+        os.close(folder)
+    path = save_dir / STATE_DIR / name
+    why = problem(path, st, os.geteuid(), want_dir=True)
+    if why:
+        raise UnsafeStateDir(why)
+    return path

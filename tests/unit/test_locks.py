@@ -160,3 +160,22 @@ def test_our_own_listening_socket_on_the_name_still_refuses_a_second_holder(tmp_
         assert first.squatted is None
     finally:
         first.release()
+
+
+def test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_stays(tmp_path):
+    from pai_launch import checkpoint
+
+    save = tmp_path / "PAI"
+    (save / ".pai-launch").mkdir(parents=True)
+    elsewhere = tmp_path / "root-only"
+    elsewhere.mkdir(mode=0o700)
+    (save / ".pai-launch" / "quarantine").symlink_to(elsewhere)
+    (save / "switch_2.pt").write_bytes(b"torn")
+
+    with pytest.raises(StateError, match="quarantine is a symbolic link"):
+        checkpoint.quarantine(save, "switch_2.pt")
+
+    assert (save / "switch_2.pt").read_bytes() == b"torn" and list(elsewhere.iterdir()) == []
+    (save / ".pai-launch" / "quarantine").unlink()
+    moved = checkpoint.quarantine(save, "switch_2.pt")  # a real folder of ours: moved aside as before
+    assert moved.parent == save / ".pai-launch" / "quarantine" and moved.read_bytes() == b"torn"
