@@ -101,8 +101,11 @@ class PathLock:
             if exc.errno != errno.EADDRINUSE:
                 raise
             peer = peer_of(self.address)
+            if trusted(peer, os.geteuid()) and peer.pid:
+                raise _held(self.save_dir, str(peer.pid)) from None
             if trusted(peer, os.geteuid()):
-                raise _held(self.save_dir, str(peer.pid) if peer.pid else "in another PID namespace") from None
+                raise LockHeld(f"another pai-launch in another PID namespace or container is running on {self.save_dir}: "
+                               "wait for it or stop it") from None
             self.squatter, self.squatted = peer, True
             return
         sock.listen(16)
@@ -220,6 +223,7 @@ class FolderLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             written = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            written = written if written.isdigit() else ""  # only ever a PID; anything else is not repeated
             st = os.fstat(fd)
             os.close(fd)
             text = _proc_locks()
