@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pai_launch import status as run_status
 from pai_launch.locks import PathLock, flock_holders
 from tests.helpers import (LOCAL_USER, as_user, end_squat, local_user, local_user_unavailable, squat_socket, tree_state,
                            wait_until)
@@ -86,6 +87,8 @@ def test_another_users_socket_on_the_lock_name_neither_blocks_the_run_nor_lets_a
         assert LOCAL_USER in squatted["holder_user"]
     else:
         assert squatted["holder"] == "a socket that does not listen", squatted
+    # pai-launch status names the run's supervisor, not the squatter.
+    assert run_status.gather(save).supervisor.pid == first.pid
 
     second, rc = scene.run("--nproc", "2", script_args=[*HOLD, "--hold-until", str(scene.hold_file)], timeout=30)
     assert rc == 2, second.stderr
