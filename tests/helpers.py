@@ -13,6 +13,7 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -333,3 +334,71 @@ def safetensors_bytes(payload: bytes, extra_header: dict[str, Any] | None = None
 
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
+
+
+# --- another local user -------------------------------------------------------------------------------
+#: A real unprivileged user the tests act as (useradd'ed when absent) to try what another local user could.
+LOCAL_USER = "pai-intruder"
+
+
+def local_user_unavailable() -> str | None:
+    """Why the tests cannot act as another local user here (None: they can)."""
+    if os.geteuid() != 0:
+        return "needs root: a second local user is made with useradd and acted as with setpriv"
+    missing = [tool for tool in ("useradd", "setpriv", "flock") if shutil.which(tool) is None]
+    return f"{missing} missing: install them with scripts/system_tools.sh (pai_system_tools)" if missing else None
+
+
+def local_user() -> tuple[int, int]:
+    """(uid, gid) of LOCAL_USER, made now when absent (as root)."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(LOCAL_USER)
+    except KeyError:
+        made = subprocess.run(["useradd", "--system", "--no-create-home", LOCAL_USER], capture_output=True, text=True,
+                              timeout=60)
+        try:  # made now, or by a concurrent run just before (useradd then fails)
+            entry = pwd.getpwnam(LOCAL_USER)
+        except KeyError:
+            raise AssertionError(f"useradd {LOCAL_USER} failed: {made.stderr.strip()}") from None
+    return entry.pw_uid, entry.pw_gid
+
+
+def as_user(ids: tuple[int, int], *, read_all: bool = False) -> list[str]:
+    """setpriv's prefix to act as the user `ids`; `read_all`: may also read and search everything (to run this
+    interpreter, which may live under /root), with no other privilege."""
+    caps = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"] if read_all else []
+    return ["setpriv", f"--reuid={ids[0]}", f"--regid={ids[1]}", "--clear-groups", *caps, "--"]
+
+
+_SQUAT = """import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(bytes.fromhex(sys.argv[1]))
+if sys.argv[2] == "listen":
+    s.listen(1)
+print("bound", flush=True)
+sys.stdin.read()
+"""
+
+
+def squat_socket(ids: tuple[int, int], address: str, *, listen: bool) -> subprocess.Popen:
+    """A process of the user `ids` bound to the abstract unix socket `address` (listening if `listen`), once bound;
+    it lives until its stdin is closed."""
+    proc = subprocess.Popen([*as_user(ids, read_all=True), PYTHON, "-c", _SQUAT, address.encode().hex(),
+                             "listen" if listen else "bind"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()
+    if line != "bound":
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"the squatting socket could not bind {address[1:]!r}")
+    return proc
+
+
+def end_squat(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -14,7 +14,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from pai_launch import safeopen, savedir
+from pai_launch import safeopen, savedir, statedir
 
 QUARANTINE = Path(".pai-launch") / "quarantine"
 #: A header larger than this is not a real one (safetensors itself caps it at 100 MB).
@@ -96,10 +96,7 @@ def _safetensors_problem(path: Path, size: int) -> str | None:
 
 def quarantine(save_dir: Path, name: str, now: float | None = None) -> Path:
     """Move a bad file aside into SAVE/.pai-launch/quarantine/, keeping every earlier copy."""
-    folder = save_dir / QUARANTINE
-    folder.mkdir(parents=True, exist_ok=True)
-    safeopen.real_folder(folder.parent)  # links in their place would move the file out of the save folder
-    safeopen.real_folder(folder)
+    folder = statedir.subfolder(save_dir, QUARANTINE.name)  # UnsafeStateDir: a link or another user's folder there
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     target = folder / f"{name}.{stamp}"
     counter = 1

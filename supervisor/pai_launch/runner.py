@@ -67,6 +67,10 @@ class Runner:
         if self.spec.nodes.multi:
             self.log = self.log.bind(node=self.spec.nodes.node_rank)  # several nodes may log to one file (Slurm's)
         console.watch(self.console_lost)
+        squatted = self.session.lock.squatted
+        if squatted:
+            self.log.warning("save_lock_squatted", **squatted, hint="another user's socket holds the name of the save "
+                             "folder's path lock; it is ignored, and the lock file alone keeps a second pai-launch out")
         try:
             self.table.open(self.session.run_id)
             if self.store_host is not None:

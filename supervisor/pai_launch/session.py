@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch import adoptions, checkpoint, plan, safeopen, savedir
+from pai_launch import adoptions, checkpoint, plan, safeopen, savedir, statedir
 from pai_launch.config import LaunchSpec
 from pai_launch.locks import SaveFolderLock
 from pai_launch.logs import EventsFile
@@ -87,6 +87,7 @@ class SaveSession:
 
     def __init__(self, spec: LaunchSpec, env: Mapping[str, str]) -> None:
         self.spec = spec
+        statedir.check(spec.save_dir)  # another user's folder, or a link, is refused before anything in it is read
         self.store = RecordStore(spec.save_dir)
         self.fingerprint = fingerprint(spec.workdir / spec.script, spec.script_args, spec.nproc)
         # StateError: a state.json that cannot be trusted (moved aside by node 0, and not in a dry run)
@@ -287,8 +288,9 @@ class SaveSession:
             if latest and checkpoint.whole_latest(self.save_dir, on_quarantine):
                 return self.save_name
             newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
-        except OSError as exc:
-            raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: {exc.strerror or exc}") from exc
+        except (OSError, StateError) as exc:
+            raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from exc
         self.loaded_switch = newest
         return self.save_name if newest is not None else None
 
@@ -299,8 +301,9 @@ class SaveSession:
             return
         try:
             moved = checkpoint.quarantine(self.save_dir, name)
-        except OSError as exc:
-            raise SaveFolderError(f"cannot move {name} aside in {self.save_dir}: {exc.strerror or exc}") from exc
+        except (OSError, StateError) as exc:
+            raise SaveFolderError(f"cannot move {name} aside in {self.save_dir}: "
+                                  f"{getattr(exc, 'strerror', None) or exc}") from exc
         on_quarantine(name, why, moved)
 
     def generation_starting(self) -> None:

@@ -1,8 +1,9 @@
 """Is a pai-launch running on the save folder now? Read, never taken: the folder's locks are looked at, not locked.
 
 For each SAVE/.pai-launch/lock.node<R> (holding its holder's PID), on this machine:
-- the path lock's abstract socket: connecting to it gives the holder's PID from the kernel (SO_PEERCRED); the
-  holder never accepts, so the probe changes nothing for it;
+- the path lock's abstract socket: connecting to it gives the holder's PID and user from the kernel (SO_PEERCRED);
+  the holder never accepts, so the probe changes nothing for it; a socket of a user other than the lock file's owner
+  (or root) is a squatter on the predictable name, not a holder;
 - /proc/locks: the process holding an flock on the lock file's inode;
 - psutil: the PID is alive, not a zombie, a pai-launch, and not a newer process that reused the PID.
 A supervisor on another machine sharing the folder cannot be seen from here; the summary says so.
@@ -13,10 +14,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-import struct
 from pathlib import Path
 
-from pai_launch.locks import PathLock
+from pai_launch.locks import PathLock, flock_holders, peer_of, trusted
 from pai_launch.record import STATE_DIR
 from pai_launch.status_model import Supervisor
 
@@ -29,19 +29,6 @@ def lock_nodes(names: list[str]) -> list[tuple[int, str]]:
     """(node, file name) for every lock.node<R> among `names`, node 0 first."""
     found = [(int(m.group(1)), name) for name in names if (m := _LOCK_NAME.match(name))]
     return sorted(found)
-
-
-def flock_holders(proc_locks: str, device: int, inode: int) -> list[int]:
-    """PIDs holding an flock on (device, inode), from /proc/locks' text ("1: FLOCK ADVISORY WRITE 15005 fe:00:2146539 0 EOF")."""
-    want = f"{os.major(device):02x}:{os.minor(device):02x}:{inode}"
-    pids = []
-    for line in proc_locks.splitlines():
-        parts = line.split()
-        if "->" in parts:  # a waiter, not a holder
-            continue
-        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want and parts[4].isdigit():
-            pids.append(int(parts[4]))
-    return pids
 
 
 def looks_like_pai_launch(cmdline: list[str]) -> bool:
@@ -73,17 +60,10 @@ def judge(node: int, lock_name: str, lock_pid: int | None, lock_mtime: float | N
 
 
 # --- the thin part that looks ---------------------------------------------------------------------
-def socket_holder(save: Path, node: int) -> int | None:
-    """The PID holding the save folder's path lock on this machine, or None."""
-    address = PathLock(save, node).address
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.settimeout(1.0)
-            probe.connect(address)
-            pid, _, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        except (OSError, AttributeError):
-            return None
-    return pid or None
+def socket_holder(save: Path, node: int, owner_uid: int) -> int | None:
+    """The PID holding the save folder's path lock on this machine (as the lock file's owner, or root), or None."""
+    peer = peer_of(PathLock(save, node).address, tries=1)  # refused: nothing listens (looked at, never waited for)
+    return peer.pid or None if trusted(peer, owner_uid) else None
 
 
 def process_facts(pid: int) -> dict | None:
@@ -121,7 +101,7 @@ def supervisors(save: Path, names: list[str]) -> list[Supervisor]:
         except OSError:
             continue
         holders = flock_holders(proc_locks, st.st_dev, st.st_ino)
-        holder = socket_holder(save, node) if probed else None
+        holder = socket_holder(save, node, st.st_uid) if probed else None
         holder = holder if holder is not None else (holders[0] if holders else None)
         lock_pid = _read_pid(path)
         pid = holder if holder is not None else lock_pid

@@ -41,9 +41,10 @@ from pathlib import Path
 
 import psutil
 
-from tests.helpers import (FAKE_TRAINER, REPO, Launch, describe, is_live, kill_processes, launch_env, processes_mentioning,
-                           read_ready_dir, read_signal_log, reap_zombie_children, start_pai_launch, tree_state, wait_until,
-                           wait_until_empty)
+from pai_launch.locks import PathLock
+from tests.helpers import (FAKE_TRAINER, REPO, Launch, as_user, describe, end_squat, is_live, kill_processes, launch_env,
+                           local_user, local_user_unavailable, processes_mentioning, read_ready_dir, read_signal_log,
+                           reap_zombie_children, squat_socket, start_pai_launch, tree_state, wait_until, wait_until_empty)
 
 CHAOS = Path(__file__).resolve().parent
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
@@ -725,6 +726,53 @@ def second_launch(run: Run) -> str:
     return f"second: {_fmt_exit(rc2)} ({message[0] if message else ''!s}); first went on: {_fmt_exit(rc1)}"
 
 
+def lock_name_squatted(run: Run) -> str:
+    """Another local user binds the save folder's path-lock name (predictable from its path) before the run."""
+    squatter = squat_socket(local_user(), PathLock(run.save).address, listen=True)
+    run.cleanups.append(lambda: end_squat(squatter))
+    script, args = run.fake("--hold-until", str(run.hold_file))
+    first = run.start("--nproc", NPROC, script=script, script_args=args)
+    run.wait_training(first, 1)
+    squatted = events(first, "save_lock_squatted")
+    run.check(squatted and squatted[0].get("holder_pid") == squatter.pid,
+              f"save_lock_squatted does not name the squatter's PID {squatter.pid}: {squatted}")
+    second = run.start("--nproc", NPROC, script=script, script_args=args)
+    rc2 = run.finish(second, timeout=30)
+    message = stderr_lines(second)
+    run.check(rc2 == 2 and len(message) == 1 and f"another pai-launch (PID {first.pid})" in message[0],
+              f"the second pai-launch exited {rc2}, expected 2 naming PID {first.pid}: {message}")
+    run.hold_file.touch()
+    rc1 = run.finish(first)
+    run.check(rc1 == 0, f"the first pai-launch exited {rc1}")
+    return f"ran despite the squatter (PID {squatter.pid}): {_fmt_exit(rc1)}; a second one: {_fmt_exit(rc2)}"
+
+
+def link_planted_in_save_folder(run: Run) -> str:
+    """Another local user plants a symbolic link at SAVE/.pai-launch/lock.node0 (a folder an old pai-launch left
+    writable to all) pointing at a file only root may touch."""
+    secret = run.root / "root-only" / "secret"
+    secret.parent.mkdir(mode=0o700)
+    secret.write_text("root's own file\n")
+    state = run.save / ".pai-launch"
+    state.mkdir(parents=True)
+    state.chmod(0o777)
+    planted = subprocess.run([*as_user(local_user(), read_all=True), "ln", "-s", str(secret), str(state / "lock.node0")],
+                             capture_output=True, text=True, timeout=30)
+    if planted.returncode != 0:
+        raise ScenarioError(f"the other user could not plant the link: {planted.stderr.strip()}")
+    before = tree_state(secret.parent)
+    script, args = run.fake()
+    launch = run.start("--nproc", NPROC, script=script, script_args=args)
+    rc = run.finish(launch, timeout=30)
+    lines = stderr_lines(launch)
+    run.check(rc == 2, f"exit code {rc}, expected 2")
+    run.check(len(lines) == 1 and "symbolic link" in lines[0], f"expected one line naming the link: {lines[:5]}")
+    run.check(tree_state(secret.parent) == before, "the link's target was touched")
+    started = run.tracker.descendants_seen(launch.pid)
+    run.check(started == 0, f"{started} process(es) were started")
+    return f"{_fmt_exit(rc)}: {lines[0] if lines else '(nothing on stderr)'}"
+
+
 def save_folder_removed(run: Run) -> str:
     script, args, env = _trainer(run, fake=["--hang", "--heartbeat", "0.2"])
     launch = run.start("--nproc", NPROC, "--grace", "10", script=script, script_args=args, env=env)
@@ -960,6 +1008,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              log_reader_quits, trainers=(FAKE,)),
     Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0", hung_rank),
     Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes", second_launch),
+    Scenario("another user squats the lock's socket name", "the run starts, logs save_lock_squatted naming the squatter; "
+             "a second pai-launch still exits 2 naming the first's PID", lock_name_squatted, trainers=(FAKE,),
+             unavailable=local_user_unavailable),
+    Scenario("another user plants a link at the lock file", "one line, exit 2, nothing started, the link's target "
+             "untouched", link_planted_in_save_folder, trainers=(FAKE,), unavailable=local_user_unavailable),
     Scenario("save folder removed mid-run (and re-created)",
              "exit 6, workers stopped, the end recorded in the new folder only once the script wrote there",
              save_folder_removed),
