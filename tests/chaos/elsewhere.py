@@ -72,4 +72,24 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("a bug inside pai-launch while stderr is unwritable", "exit 70 still; internal_error in events.jsonl",
            "tests/proc/test_launch_console_lost.py::"
            "test_a_bug_mid_run_exits_70_with_stderr_unwritable_and_the_events_file_says_why"),
+    Tested("another user's socket on the lock's name (listening or only bound)",
+           "the run starts and logs save_lock_squatted; a second pai-launch of ours still exits 2",
+           "tests/proc/test_launch_local_users.py::"
+           "test_another_users_socket_on_the_lock_name_neither_blocks_the_run_nor_lets_a_second_one_in"),
+    Tested("another user opens or flocks the lock file", "it cannot (0600, ours): permission denied",
+           "tests/proc/test_launch_local_users.py::"
+           "test_another_user_can_neither_open_the_lock_file_nor_write_into_the_state_folder"),
+    Tested("an old world-readable lock file flocked by another user", "exit 2 naming the real holder, not a dead PID",
+           "tests/proc/test_launch_local_users.py::"
+           "test_an_old_world_readable_lock_file_flocked_by_another_user_names_the_real_holder_not_the_dead_pid"),
+    Tested("a link planted at SAVE/.pai-launch/lock.node0", "one line, exit 2, the link's root-only target untouched",
+           "tests/proc/test_launch_local_users.py::"
+           "test_a_link_another_user_planted_at_the_lock_file_is_refused_and_its_target_untouched"),
+    Tested("SAVE/.pai-launch made by another user", "one line naming its owner, exit 2, nothing written",
+           "tests/proc/test_launch_local_users.py::test_a_state_folder_another_user_made_is_refused_in_one_line"),
+    Tested("SAVE/.pai-launch a link to a root-only folder", "one line, exit 2, nothing lands where it points",
+           "tests/proc/test_launch_local_users.py::"
+           "test_a_state_folder_that_is_a_link_is_refused_and_nothing_lands_where_it_points"),
+    Tested("a link planted at .pai-launch/quarantine", "the torn checkpoint stays put; exit 6 as for one not movable",
+           "tests/unit/test_locks.py::test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_stays"),
 )
