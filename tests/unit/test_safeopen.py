@@ -105,3 +105,12 @@ def test_real_folder_refuses_a_link_to_a_folder(tmp_path):
     with pytest.raises(safeopen.WrongKind, match="is a symbolic link, not a directory"):
         safeopen.real_folder(tmp_path / "quarantine")
     safeopen.real_folder(tmp_path / "elsewhere")
+
+
+def test_waiting_for_a_file_to_show_never_blocks_on_a_pipe_in_its_place(tmp_path):
+    from pai_launch import savedir
+
+    os.mkfifo(tmp_path / "coordinator")
+    assert savedir.wait_shown(tmp_path / "coordinator", 0.1) is False
+    (tmp_path / "token").write_text("abc\n")
+    assert savedir.wait_shown(tmp_path / "token", 0.1, content="abc") is True
