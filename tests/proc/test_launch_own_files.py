@@ -200,3 +200,16 @@ def test_sigterm_still_stops_a_run_whose_events_jsonl_is_a_pipe(scene):
 
     assert rc == 143, launch.log_summary()
     assert launch.ended - sent < 20
+
+
+def test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4(scene):
+    launch, rc = scene.run("--nproc", "2", "--backoff", "0.1", "--max-failures", "3",
+                           script_args=["--unloadable-switch", "--generations", "20"], timeout=80)
+
+    assert rc == 4, launch.log_summary()
+    reason = launch.event("run_finished")["reason"]
+    assert "gave up after 4 consecutive failed generation(s)" in reason, reason
+    assert "every rank failed to load switch_6.pt before training" in reason
+    # 1 writes switch_2.pt, 2 cannot load it (it and 1 both count), 3 starts over and writes switch_6.pt, 4 cannot load it.
+    assert generations(launch) == [(1, None), (2, "PAI"), (3, None), (4, "PAI")]
+    assert [e["file"] for e in launch.events("checkpoint_quarantined")] == ["switch_2.pt"]
