@@ -86,6 +86,8 @@ parser.add_argument("--flood-mb", type=float, default=0.0,
                          "then 'rank R flood done' as its last line")
 parser.add_argument("--garbage-switch", action="store_true",
                     help="rank 0 writes every switch file as plain text, not a checkpoint (a script that can never save)")
+parser.add_argument("--unloadable-switch", action="store_true",
+                    help="rank 0 writes every switch file whole but marked unloadable: every rank resuming from it fails")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
@@ -292,6 +294,11 @@ if rank == 0:
     else:
         number = 2 if args.rewrite_switch else 2 * generation
         content = safetensors_bytes(os.urandom(64))
+        if args.unloadable_switch:
+            payload = os.urandom(64)
+            header = json.dumps({"w": {"dtype": "U8", "shape": [64], "data_offsets": [0, 64]},
+                                 "__metadata__": {"unloadable": "yes"}}).encode()
+            content = len(header).to_bytes(8, "little") + header + payload
         if args.garbage_switch:
             content = b"not a checkpoint: " + b"text " * 20 + b"\n"
         if args.torn_switch_generation == generation:

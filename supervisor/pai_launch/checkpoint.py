@@ -1,4 +1,5 @@
-"""Checkpoint integrity without torch: is a switch_N.pt a whole safetensors file?
+"""Checkpoint integrity without torch: is a switch_N.pt a whole safetensors file (or torch.save archive), or a
+checkpoint at all?
 
 PerforatedAI writes its .pt files as safetensors straight to the final name, so a kill or a full
 disk mid-write leaves a torn file that every rank then fails to load. A torn newest switch file is

@@ -175,8 +175,9 @@ class Observer:
     def checked_progress(self, progressed: tuple[str, ...], failures: tuple[Failure, ...], complete: bool,
                          generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
         """Progress is only switch files a resume can load: those that fail the checkpoint check are dropped (the next
-        start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed."""
-        bad = self.session.not_checkpoints(progressed)
+        start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed. Node 0
+        only, where rank 0 wrote them: another node's view of a shared folder may lag behind the writes."""
+        bad = self.session.not_checkpoints(progressed) if self.session.node == 0 else {}
         if not bad:
             return progressed, failures
         kept = tuple(name for name in progressed if name not in bad)

@@ -48,8 +48,7 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
         # made none after all, so it counts against the budget too: a script that can never save ends.
         if state.failures == 0 and unloadable == state.last_switch:
             count = state.failures_before_progress + 2
-        desc += (f"; every rank failed to load {unloadable} before training: it is moved aside and the run resumes "
-                 "from the switch file before it")
+        desc += f"; every rank failed to load {unloadable} before training"
         state = replace(state, unloadable=unloadable)
     if policy.data_parallel and not policy.retry_data_parallel:
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
@@ -62,6 +61,8 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
         reason = f"gave up after {count} consecutive failed generation(s) without progress; last: {desc}"
         return finish(replace(state, failures=count), exitcodes.BUDGET_EXHAUSTED, reason)
     delay = min(policy.backoff_initial * 2 ** (count - 1), policy.backoff_max)
+    if unloadable is not None:
+        desc += ": it is moved aside and the run resumes from the switch file before it"
     if policy.data_parallel:
         desc = f"{desc}; retrying DataParallel training from the start (it has no resume)"
     waiting = replace(repeats.remembered(state, failure, reached_training).with_current(retry_at=event.now + delay),

@@ -3,7 +3,9 @@
 state.json holds the run's fingerprint (script, its arguments, nproc, pai-launch version), run id,
 generation count, failure budget used, last switch file and last exit cause. It is written
 atomically (temp file, fsync, rename), so a crash leaves the old or the new version, never half of
-one. (events.jsonl beside it is logs.EventsFile; the lock is locks.SaveFolderLock.)
+one. Anyone who can write the folder can put anything there, so it is read through safeopen (a regular file of at
+most 16 MiB) and checked field by field before anything in it is used; one that fails is moved aside, never
+deleted. (events.jsonl beside it is logs.EventsFile; the lock is locks.SaveFolderLock.)
 """
 
 from __future__ import annotations

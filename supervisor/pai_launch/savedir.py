@@ -10,6 +10,8 @@ import re
 import time
 from pathlib import Path
 
+from pai_launch import safeopen
+
 MARKER = ".training_complete"
 INIT_OUTPUT = "array_dims.csv"
 _SWITCH_NAME = re.compile(r"^switch_(\d+)\.pt$")
@@ -133,14 +135,15 @@ def wait_shown(path: Path | str, settle: float, content: str | None = None) -> b
     """Whether `path` (holding `content`, if given) shows up within `settle` seconds.
 
     A file another machine wrote may show up late on a shared file system (attribute caching); opening it,
-    rather than looking up its name, makes an NFS client check with the server.
+    rather than looking up its name, makes an NFS client check with the server. A pipe in its place is never waited
+    on (never shown).
     """
     deadline = time.monotonic() + settle
     while True:
         try:
-            with open(path) as handle:
-                if content is None or handle.read().strip() == content:
-                    return True
+            text = safeopen.read_bytes(path, safeopen.MAX_RECORD).decode("utf-8", errors="replace")
+            if content is None or text.strip() == content:
+                return True
         except OSError:
             pass
         if time.monotonic() >= deadline:

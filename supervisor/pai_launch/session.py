@@ -170,6 +170,8 @@ class SaveSession:
             self._written = None
             if self.events is not None:
                 self.events.place(self.events_path())
+        except safeopen.WrongKind as exc:
+            return f"cannot take the save folder {self.save_dir}: {exc}"
         except (OSError, StateError) as exc:
             return f"cannot take the save folder {self.save_dir}: {getattr(exc, 'strerror', None) or exc}"
         return None

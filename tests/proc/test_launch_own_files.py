@@ -168,3 +168,48 @@ def test_a_script_whose_every_switch_file_is_garbage_ends_with_exit_4(scene):
     assert "wrote no usable switch file" in finished["reason"] and "not a checkpoint" in finished["reason"]
     assert [g for g, _ in generations(launch)] == [1, 2, 3]
     assert len(quarantined(scene.work / "PAI")) == 2, "each earlier generation's file was moved aside, never deleted"
+
+
+def _folder_with_events_pipe(scene):
+    """A save folder without init outputs (an init run comes first) whose events.jsonl is a named pipe."""
+    save = scene.work / "PAI"
+    state_dir(save).mkdir(parents=True)
+    os.mkfifo(state_dir(save) / "events.jsonl")
+    return save
+
+
+def test_a_pipe_as_events_jsonl_found_after_the_init_run_ends_the_run_naming_it(scene):
+    save = _folder_with_events_pipe(scene)
+    launch, rc = scene.run("--nproc", "2", timeout=60)
+
+    assert rc == 6, launch.log_summary()
+    reason = launch.event("run_finished")["reason"]
+    assert "events.jsonl is a named pipe (FIFO), not a regular file" in reason and "move it aside" in reason
+    assert [r for r in scene.records() if not r["init"]] == [], "no generation was started"
+    assert stat.S_ISFIFO(os.lstat(state_dir(save) / "events.jsonl").st_mode)
+
+
+def test_sigterm_still_stops_a_run_whose_events_jsonl_is_a_pipe(scene):
+    import signal
+
+    _folder_with_events_pipe(scene)
+    launch = scene.start("--nproc", "2", script_args=["--hang-init"])
+    scene.wait_ready(0, 1)
+    sent = launch.send(signal.SIGTERM)
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    assert launch.ended - sent < 20
+
+
+def test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4(scene):
+    launch, rc = scene.run("--nproc", "2", "--backoff", "0.1", "--max-failures", "3",
+                           script_args=["--unloadable-switch", "--generations", "20"], timeout=80)
+
+    assert rc == 4, launch.log_summary()
+    reason = launch.event("run_finished")["reason"]
+    assert "gave up after 4 consecutive failed generation(s)" in reason, reason
+    assert "every rank failed to load switch_6.pt before training" in reason
+    # 1 writes switch_2.pt, 2 cannot load it (it and 1 both count), 3 starts over and writes switch_6.pt, 4 cannot load it.
+    assert generations(launch) == [(1, None), (2, "PAI"), (3, None), (4, "PAI")]
+    assert [e["file"] for e in launch.events("checkpoint_quarantined")] == ["switch_2.pt"]

@@ -74,3 +74,47 @@ def test_a_garbage_switch_file_failure_counts_like_any_failure():
                               Tick(30.0), GenerationEnded((failure,), now=40.0)])
     assert state.exit_code == exitcodes.BUDGET_EXHAUSTED
     assert "wrote no usable switch file" in actions[-1].reason
+
+
+class _Session:
+    """What Observer asks of the save folder here: which switch files fail the check, and what a generation loaded."""
+
+    def __init__(self, bad=None, node=0, nproc=2, loaded=None, multi=False):
+        from types import SimpleNamespace
+
+        self.bad, self.node, self.loaded_switch = bad or {}, node, loaded
+        self.spec = SimpleNamespace(nproc=nproc, nodes=SimpleNamespace(multi=multi))
+
+    def not_checkpoints(self, names):
+        return {name: why for name, why in self.bad.items() if name in names}
+
+
+def _observer(**kwargs):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(session=_Session(**kwargs))
+
+
+def test_progress_keeps_only_switch_files_that_pass_the_check():
+    from pai_launch.observer import Observer
+
+    obs = _observer(bad={"switch_4.pt": "not a checkpoint"})
+    assert Observer.checked_progress(obs, ("switch_2.pt", "switch_4.pt"), (), False, 2) == (("switch_2.pt",), ())
+    kept, failures = Observer.checked_progress(obs, ("switch_4.pt",), (), False, 2)
+    assert kept == () and failures[0].cause.value == "checkpoint"
+    assert "generation 2 wrote no usable switch file (switch_4.pt: not a checkpoint)" in failures[0].describe()
+    crash = (Failure.worker(1, 3),)
+    assert Observer.checked_progress(obs, ("switch_4.pt",), crash, False, 2) == ((), crash), "a crash stays the cause"
+    other_node = _observer(bad={"switch_4.pt": "not a checkpoint"}, node=1)
+    assert Observer.checked_progress(other_node, ("switch_4.pt",), (), False, 2) == (("switch_4.pt",), ())
+
+
+def test_every_rank_failing_names_the_switch_file_it_was_started_from():
+    from pai_launch.observer import Observer
+
+    both = (Failure.worker(0, 1), Failure.worker(1, 1))
+    assert Observer.all_failed_loading(_observer(loaded="switch_4.pt"), both) == "switch_4.pt"
+    assert Observer.all_failed_loading(_observer(loaded="switch_4.pt"), both[:1]) is None, "one rank: not the file"
+    assert Observer.all_failed_loading(_observer(loaded=None), both) is None
+    assert Observer.all_failed_loading(_observer(loaded="switch_4.pt", multi=True), both) is None
+    assert Observer.all_failed_loading(_observer(loaded="switch_4.pt"), (Failure.launcher("agent died"),)) is None

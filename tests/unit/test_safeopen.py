@@ -105,3 +105,42 @@ def test_real_folder_refuses_a_link_to_a_folder(tmp_path):
     with pytest.raises(safeopen.WrongKind, match="is a symbolic link, not a directory"):
         safeopen.real_folder(tmp_path / "quarantine")
     safeopen.real_folder(tmp_path / "elsewhere")
+
+
+def test_waiting_for_a_file_to_show_never_blocks_on_a_pipe_in_its_place(tmp_path):
+    from pai_launch import savedir
+
+    os.mkfifo(tmp_path / "coordinator")
+    assert savedir.wait_shown(tmp_path / "coordinator", 0.1) is False
+    (tmp_path / "token").write_text("abc\n")
+    assert savedir.wait_shown(tmp_path / "token", 0.1, content="abc") is True
+
+
+def test_a_directory_where_the_lock_belongs_is_named_as_one_not_as_a_permission_problem(tmp_path):
+    from pai_launch.session import folder_error
+
+    (tmp_path / "lock.node0").mkdir()
+    message = folder_error(tmp_path, IsADirectoryError(21, "Is a directory", str(tmp_path / "lock.node0")))
+    assert "lock.node0 is a directory, not a regular file" in message and "permissions" not in message
+    denied = folder_error(tmp_path, PermissionError(13, "Permission denied", str(tmp_path / "lock.node0")))
+    assert denied.endswith("Permission denied: check its permissions")
+
+
+def test_a_pipe_as_the_adoption_record_is_refused_without_blocking(tmp_path):
+    from pai_launch import adoptions
+
+    os.mkfifo(tmp_path / adoptions.RECORD_NAME)
+    with pytest.raises(adoptions.AdoptionRecordError, match=r"is a named pipe \(FIFO\), not a regular file"):
+        adoptions.load(tmp_path)
+
+
+def test_quarantine_refuses_a_link_in_place_of_its_folder_and_moves_nothing(tmp_path):
+    from pai_launch import checkpoint
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".pai-launch").mkdir()
+    (tmp_path / ".pai-launch" / "quarantine").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "switch_2.pt").write_bytes(b"torn")
+    with pytest.raises(safeopen.WrongKind, match="quarantine is a symbolic link, not a directory"):
+        checkpoint.quarantine(tmp_path, "switch_2.pt")
+    assert (tmp_path / "switch_2.pt").read_bytes() == b"torn" and os.listdir(tmp_path / "elsewhere") == []
