@@ -141,6 +141,8 @@ def test_quarantine_refuses_a_link_in_place_of_its_folder_and_moves_nothing(tmp_
     (tmp_path / ".pai-launch").mkdir()
     (tmp_path / ".pai-launch" / "quarantine").symlink_to(tmp_path / "elsewhere")
     (tmp_path / "switch_2.pt").write_bytes(b"torn")
-    with pytest.raises(safeopen.WrongKind, match="quarantine is a symbolic link, not a directory"):
+    from pai_launch.statedir import UnsafeStateDir
+
+    with pytest.raises(UnsafeStateDir, match="quarantine is a symbolic link"):
         checkpoint.quarantine(tmp_path, "switch_2.pt")
     assert (tmp_path / "switch_2.pt").read_bytes() == b"torn" and os.listdir(tmp_path / "elsewhere") == []
