@@ -323,7 +323,7 @@ class Resumed:
 
 
 Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
-               | AgentTookRequest | AgentGone | ThreadFailed)
+               | AgentTookRequest | AgentGone | AgentAnswered | ThreadFailed)
 Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | GenerationEnded | GenerationJoined
          | GenerationRefused | JobStoreLost | MarkerAppeared | Resumed | SaveActivity | SaveFolderLost | SignalReceived
          | Tick | WorkersLaunched | WorkersWaiting)
