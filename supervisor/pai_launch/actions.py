@@ -62,6 +62,13 @@ class ReportStall:
 
 
 @dataclass(frozen=True)
+class ReportAgentHung:
+    """Informative: the agent has not answered for `silent` seconds; its workers are stopped, then it is killed."""
+
+    silent: float
+
+
+@dataclass(frozen=True)
 class AnnounceStop:
     """Multi-node: tell every node the job stops (this node's pai-launch got `signum`)."""
 
@@ -81,4 +88,4 @@ class Finish:
 
 
 Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | SignalRun | KillRun | ScheduleRetry | ReportStall
-          | AnnounceStop | RecheckProgress | Finish)
+          | ReportAgentHung | AnnounceStop | RecheckProgress | Finish)

@@ -7,8 +7,11 @@ itself. It leaves when the supervisor closes the request pipe, and dies with the
 
 Lines out, one JSON object each: {"ready": {...}} (the first one says whether workers are warm, and why not),
 {"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID, "why": W},
-{"went_cold": WHY} (its forkserver died and its successor failed the self-check), {"retiring": WHY}.
-Lines in: a request, or {"stop": ...} at any time (raise the job's stop flag in node 0's store).
+{"went_cold": WHY} (its forkserver died and its successor failed the self-check), {"retiring": WHY}, {"pong": N}.
+Lines in: a request, or at any time {"stop": ...} (raise the job's stop flag in node 0's store), {"ping": N} (the
+supervisor's heartbeat, answered at once from the request reader, which runs from before torch's import on, so a
+stopped or deadlocked agent is told from a busy one), {"cancel": G} (the run is stopping: generation G starts no
+worker if it has not yet).
 
 Run as: python -m pai_launch.agent --request-fd R --result-fd W --parent-pid P [--cold | --preload M1,M2]
 """
@@ -29,7 +32,7 @@ from dataclasses import replace
 import psutil
 
 from pai_launch import agent_generation, agent_store, nodeagent, privatedir, procs
-from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, joined_line
+from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, joined_line, pong_line
 from pai_launch.workers import helper_pids
 
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
@@ -98,6 +101,9 @@ class Output:
         _flush_stdio()
         self._line(result.to_line())
 
+    def pong(self, seq: int) -> None:
+        self._line(pong_line(seq))
+
     def stop_raised(self) -> None:
         self._line(b'{"stop_raised": true}\n')
 
@@ -144,7 +150,11 @@ def _read_requests(fd: int, requests: queue.Queue, out: Output) -> None:
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
-            if line.startswith(b'{"stop"'):
+            if line.startswith(b'{"ping"'):
+                out.pong(json.loads(line)["ping"])
+            elif line.startswith(b'{"cancel"'):
+                agent_generation.cancel(json.loads(line)["cancel"])
+            elif line.startswith(b'{"stop"'):
                 send_stop(line)
                 out.stop_raised()
             elif line.strip():
@@ -210,15 +220,16 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
     # workers, which inherit our environment, keep whatever level the user set.
     user_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
     os.environ["TORCH_CPP_LOG_LEVEL"] = user_level or "ERROR"
+    pool = None
+    out = Output(options.result_fd, lambda: (options.temp_dir, *(pool.private_paths() if pool is not None else ())))
+    requests: queue.Queue = queue.Queue()
+    # Before torch's import (seconds): the heartbeat is answered, and a cancel heard, while it runs.
+    threading.Thread(target=_read_requests, args=(options.request_fd, requests, out), name="requests",
+                     daemon=True).start()
     import torch.distributed.launcher.api  # noqa: F401  - warm up before the first request arrives
 
     if user_level is None:
         os.environ.pop("TORCH_CPP_LOG_LEVEL")
-    pool = None
-    out = Output(options.result_fd, lambda: (options.temp_dir, *(pool.private_paths() if pool is not None else ())))
-    requests: queue.Queue = queue.Queue()
-    threading.Thread(target=_read_requests, args=(options.request_fd, requests, out), name="requests",
-                     daemon=True).start()
     pool = _warm_up(options, out)
     while True:
         line = requests.get()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+from dataclasses import replace
 import signal
 import threading
 import time
@@ -39,6 +40,20 @@ class Abandoned(BaseException):
 
 
 _in_torch = threading.Event()
+#: Generations the supervisor cancelled (the run is stopping) before their workers started: they never start them.
+_cancelled: set[int] = set()
+_cancel_lock = threading.Lock()
+
+
+def cancel(generation: int) -> None:
+    """From the request reader: generation `generation` must start no worker if it has not started them yet."""
+    with _cancel_lock:
+        _cancelled.add(generation)
+
+
+def cancelled(generation: int) -> bool:
+    with _cancel_lock:
+        return generation in _cancelled
 
 
 def on_abandon(signum, frame) -> None:
@@ -123,6 +138,9 @@ class _Conclusion:
 
 def run_generation(request: GenerationRequest, out, pool=None) -> None:
     """Run one generation and send its result through `out` (agent.Output); `pool` (warmpool.WarmPool) for warm workers."""
+    if cancelled(request.generation):  # the run stopped while the request was on its way: no worker starts
+        out.result(GenerationResult(request.generation, log_dir=request.log_dir, cancelled=True))
+        return
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
@@ -166,15 +184,21 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
         watch_from = {}
 
     def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
-        """This node's result (combined with the others' in a multi-node job)."""
+        """This node's result (combined with the others' in a multi-node job); a forkserver that died is named as the
+        cause of its workers' exits."""
+        fault = forkserver_fault(pool, generation) if failures or error else None
         if node is None:
-            conclusion.send(lambda: GenerationResult(generation, failures=failures, error=error, log_dir=request.log_dir))
+            conclusion.send(lambda: GenerationResult(generation, failures=failures, error=error,
+                                                     log_dir=request.log_dir, fault=fault))
         else:
-            conclusion.send(lambda: node.finish(failures, error))
+            conclusion.send(lambda: replace(node.finish(failures, error), fault=fault))
 
     def all_exited(exits: list[WorkerExit]) -> None:
         conclude(failures_from_exits(exits, request.log_dir))
 
+    if cancelled(request.generation):  # the last moment before torch starts workers
+        conclusion.send(lambda: GenerationResult(generation, log_dir=request.log_dir, cancelled=True))
+        return
     watch = WorkerWatch(request.nproc, all_exited, **watch_from)
     labels.watch = watch
     if node is not None:
@@ -197,6 +221,15 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
     watch.stop()
     conclude(failures, error)
     returned.set()
+
+
+def forkserver_fault(pool, generation: int) -> str | None:
+    """Why the generation's warm workers died, when it is their forkserver's death (their exits, 255 or a signal,
+    are only its consequence); None while the server lives or there is none (cold workers)."""
+    if pool is None or not pool.server_pid or procs.is_running(pool.server_pid):
+        return None
+    return (f"the warm workers' forkserver (pid {pool.server_pid}) died during generation {generation}, and its "
+            f"workers with it; the agent starts a new one for the next generation")
 
 
 def _bound_torch(conclusion: _Conclusion, returned: threading.Event, out) -> None:

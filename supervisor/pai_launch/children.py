@@ -3,7 +3,7 @@
 - PlainProcess: the init run and the DataParallel process, output passed through to our stdout with
   its tail kept for error messages; reports ProcessExited.
 - Agent: the `python -m pai_launch.agent` process that runs the run's generations, one per request; reports
-  AgentStarted, AgentJoined, AgentReported and AgentGone.
+  AgentStarted, AgentJoined, AgentReported, AgentGone and AgentAnswered (its heartbeat).
 All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies.
 """
 
@@ -22,9 +22,11 @@ from pathlib import Path
 import psutil
 
 from pai_launch import liveline, procs
-from pai_launch.events import AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, ProcessExited, Role
+from pai_launch.events import (
+    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, ProcessExited, Role,
+)
 from pai_launch.plan import Command
-from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob
+from pai_launch.protocol import GenerationRequest, GenerationResult, StopJob, cancel_line, ping_line
 from pai_launch.threads import start_guarded
 
 #: Where a child's end is reported: the loop's inbox (its `put`).
@@ -108,6 +110,10 @@ class Agent:
         self.facts: dict | None = None
         self.stop_raised = threading.Event()
         self._retiring = ""
+        #: The heartbeat: one ping at a time is out (so a stopped agent's pipe never fills), sent at `_pinged_at`.
+        self._ping_seq = 0
+        self._ping_out = False
+        self._pinged_at = float("-inf")
         start_guarded(self._read, name=f"agent-{self.pid}", report=report)
 
     def workers(self) -> list[psutil.Process]:
@@ -140,6 +146,39 @@ class Agent:
             os.write(self._request_w, request.to_line())
         except OSError:
             pass  # it died: its end of the result pipe says so
+
+    def ping(self, now: float, every: float) -> None:
+        """The heartbeat: a ping once the last was answered and `every` seconds have passed; AgentAnswered follows."""
+        with self._lock:
+            if self._ping_out or now - self._pinged_at < every or self._request_w < 0:
+                return
+            self._ping_seq += 1
+            self._ping_out, self._pinged_at = True, now
+            seq = self._ping_seq
+        try:
+            os.write(self._request_w, ping_line(seq))
+        except OSError:
+            pass  # it died: its end of the result pipe says so
+
+    def withdraw(self) -> bool:
+        """The run is stopping: a request still waiting here is dropped (its generation reported as cancelled, no
+        worker started); one already sent is cancelled in the agent, which starts no worker for it if it has not yet.
+        True if a waiting request was dropped."""
+        with self._lock:
+            pending, running = self._pending, self._running
+            self._pending = None
+            if pending is not None:
+                self._running = None
+        if pending is not None:
+            self._report(AgentReported(self.pid, GenerationResult(pending.generation, log_dir=pending.log_dir,
+                                                                  cancelled=True), None, time.monotonic()))
+            return True
+        if running is not None and self._request_w >= 0:
+            try:
+                os.write(self._request_w, cancel_line(running.generation))
+            except OSError:
+                pass
+        return False
 
     def stop_job(self, stop: StopJob) -> None:
         """Have the agent raise the job's stop flag in node 0's store (running a generation or not)."""
@@ -194,6 +233,10 @@ class Agent:
                 self._report(AgentStarted(self.pid, data["ready"], now))
         elif "joined" in data:
             self._report(AgentJoined(self.pid, data["joined"], data["failures"], now))
+        elif "pong" in data:
+            with self._lock:
+                self._ping_out = False
+            self._report(AgentAnswered(self.pid, now))
         elif "stop_raised" in data:
             self.stop_raised.set()
         elif "forkserver_restarted" in data:

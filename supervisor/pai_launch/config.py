@@ -22,6 +22,10 @@ RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 RESUME_STAGES = ("switch", "latest")
 LOG_FORMATS = ("auto", "console", "json")
 NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
+#: Seconds the agent running a generation may leave pai-launch's heartbeat unanswered before it is a hung agent.
+AGENT_SILENCE = 30.0
+#: For pai-launch's own tests only: a shorter bound than AGENT_SILENCE (seconds), so a hung agent is found quickly.
+AGENT_SILENCE_TEST_ENV = "PAI_LAUNCH_TEST_AGENT_SILENCE"
 #: How long a file written on another node may take to show up here: NFS caches directory attributes
 #: for up to 30 s by default (acdirmin). Used with --nnodes above 1 or --poll; 0 on one machine.
 SHARED_FS_SETTLE = 30.0
@@ -113,8 +117,17 @@ def policy_for(spec: LaunchSpec) -> Policy:
         stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
         multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
         node_rank=spec.nodes.node_rank, requeue_on=spec.requeue_on,
-        signals_reach_workers=spec.slurm_step,
+        signals_reach_workers=spec.slurm_step, agent_silence=None if spec.data_parallel else agent_silence(),
     )
+
+
+def agent_silence(environ=os.environ) -> float:
+    """AGENT_SILENCE, or the shorter bound a test asked for (a value that is not a positive number is ignored)."""
+    try:
+        value = float(environ.get(AGENT_SILENCE_TEST_ENV, ""))
+    except ValueError:
+        return AGENT_SILENCE
+    return value if 0 < value < AGENT_SILENCE else AGENT_SILENCE
 
 
 def physical_gpu_count(proc_dir: Path = NVIDIA_PROC_DIR) -> int:

@@ -96,6 +96,14 @@ class AgentGone:
 
 
 @dataclass(frozen=True)
+class AgentAnswered:
+    """The agent answered the supervisor's heartbeat: it is alive and not stopped."""
+
+    agent_pid: int
+    now: float
+
+
+@dataclass(frozen=True)
 class AgentJoined:
     """A multi-node agent joined generation `generation` with the job's failure count (node 0's numbers, which this
     node then uses)."""
@@ -160,6 +168,8 @@ class Cause(Enum):
     STALL = "stall"
     #: Every switch file the generation wrote fails the checkpoint check: nothing to resume from, so no progress.
     CHECKPOINT = "checkpoint"
+    #: pai-launch's own agent failed (it stopped answering, its forkserver died): the next generation gets new ones.
+    AGENT = "agent"
 
 
 @dataclass(frozen=True)
@@ -170,7 +180,7 @@ class Failure:
     #: Popen-style (negative N for signal N); WORKER only.
     returncode: int | None = None
     log_tail: str = ""
-    #: What went wrong, for LAUNCHER and STALL.
+    #: What went wrong, for LAUNCHER, STALL and AGENT.
     detail: str = ""
     #: Multi-node: the node (--node-rank) and host the failed rank ran on.
     node: int | None = None
@@ -198,6 +208,8 @@ class Failure:
     @classmethod
     def checkpoint(cls, detail: str) -> Failure:
         return cls(Cause.CHECKPOINT, detail=detail)
+    def agent(cls, detail: str) -> Failure:
+        return cls(Cause.AGENT, detail=detail)
 
     def describe(self) -> str:
         if self.cause is Cause.WORKER:
@@ -309,8 +321,19 @@ class Tick:
     now: float
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """The loop's clock jumped far past its tick (pai-launch was paused: SIGSTOP then SIGCONT, a suspended host), so
+    what happened meanwhile may not have reached it yet. `last_write`: the newest write in the save folder, read
+    again now (monotonic seconds; None: no file)."""
+
+    now: float
+    paused: float
+    last_write: float | None = None
+
+
 Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
-               | AgentTookRequest | AgentGone | ThreadFailed)
-Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationJoined | GenerationRefused
-         | JobStoreLost | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick | WorkersLaunched
-         | WorkersWaiting)
+               | AgentTookRequest | AgentGone | AgentAnswered | ThreadFailed)
+Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | GenerationEnded | GenerationJoined
+         | GenerationRefused | JobStoreLost | MarkerAppeared | Resumed | SaveActivity | SaveFolderLost | SignalReceived
+         | Tick | WorkersLaunched | WorkersWaiting)

@@ -18,16 +18,17 @@ from dataclasses import replace
 
 from pai_launch import exitcodes, failure_causes, outcomes
 from pai_launch.actions import (
-    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportStall, SignalRun,
+    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportAgentHung, ReportStall,
+    SignalRun,
 )
 from pai_launch.events import (
-    AdoptionRefused, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
-    MarkerAppeared, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched,
-    WorkersWaiting,
+    AdoptionRefused, AgentAnswered, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited,
+    JobStoreLost, MarkerAppeared, Resumed, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
+    WorkersLaunched, WorkersWaiting,
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
-    FORWARD_SIGNALS, FORWARDED_AS, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, StopCause, finish,
-    finish_stopping, start_generation, start_init, stop, stopping_to_retry,
+    FORWARD_SIGNALS, FORWARDED_AS, HUNG_AGENT_GRACE, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, Stop,
+    StopCause, finish, finish_stopping, start_generation, start_init, stop, stopping_to_retry,
 )
 
 
@@ -148,6 +149,9 @@ def _on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Act
     if current.marker_deadline is not None and now >= current.marker_deadline:
         reason = "training complete; workers still running after the grace period were stopped"
         return stop(policy, state, signal.SIGTERM, now, StopCause.COMPLETE, exitcodes.COMPLETE, reason)
+    if policy.agent_silence is not None and current.agent_heard is not None \
+            and now - current.agent_heard >= policy.agent_silence:
+        return _agent_hung(policy, state, now)
     if current.stall_stop_at is not None:
         if now >= current.stall_stop_at:
             idle = now - (current.last_activity if current.last_activity is not None else now)
@@ -159,6 +163,38 @@ def _on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Act
         stalled = state.with_current(stall_stop_at=now + policy.stall_dump_wait)
         return stalled, [*actions, ReportStall(now - current.last_activity), SignalRun(STALL_SIGNAL)]
     return state, actions
+
+
+def _agent_hung(policy: Policy, state: State, now: float) -> tuple[State, list[Action]]:
+    """The agent has not answered for too long (stopped, deadlocked): its workers get SIGTERM and a short grace, then
+    the kill takes them and the agent down; the generation fails (outcomes) and the next one gets a new agent."""
+    heard = state.current.agent_heard
+    silent = now - (heard if heard is not None else now)
+    reason = f"pai-launch's agent stopped answering (no answer for {silent:.0f} s)"
+    deadline = now + min(policy.grace, HUNG_AGENT_GRACE)
+    hung = Stop(StopCause.AGENT_HUNG, signal.SIGTERM, deadline)
+    stopping = replace(state.with_current(stop=hung), phase=Phase.STOPPING, exit_code=None, reason=reason)
+    return stopping, [ReportAgentHung(silent), SignalRun(signal.SIGTERM)]
+
+
+def _on_agent_answered(policy: Policy, state: State, event: AgentAnswered) -> tuple[State, list[Action]]:
+    if state.phase is not Phase.TRAINING or state.current.agent_heard is None:
+        return state, []
+    return state.with_current(agent_heard=max(event.now, state.current.agent_heard)), []
+
+
+def _on_resumed(policy: Policy, state: State, event: Resumed) -> tuple[State, list[Action]]:
+    """pai-launch itself was paused: before any deadline is judged, the save folder's writes as read again count as
+    seen, and the agent's silence counts from now (the heartbeat could not be sent or read meanwhile)."""
+    if state.phase is Phase.TRAINING:
+        current = state.current
+        changes: dict = {}
+        if event.last_write is not None and current.last_activity is not None:
+            changes["last_activity"] = max(current.last_activity, min(event.last_write, event.now))
+        if current.agent_heard is not None:
+            changes["agent_heard"] = event.now
+        state = state.with_current(**changes)
+    return _on_tick(policy, state, Tick(event.now))
 
 
 def _agent_due(policy: Policy, state: State) -> tuple[State, list[Action]]:
@@ -262,6 +298,8 @@ _HANDLERS = {
     Began: _on_began,
     SignalReceived: _on_signal,
     Tick: _on_tick,
+    Resumed: _on_resumed,
+    AgentAnswered: _on_agent_answered,
     SaveActivity: _on_save_activity,
     WorkersLaunched: _on_launched,
     WorkersWaiting: _on_waiting,

@@ -20,6 +20,9 @@ FORWARDED_AS = {signal.SIGQUIT: signal.SIGTERM}
 FORWARD_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGUSR2})
 #: What a stall sends first, so a script that handles it can dump its stacks before being stopped.
 STALL_SIGNAL = signal.SIGUSR1
+#: The most a hung agent's workers get to exit on SIGTERM before everything of the generation is killed: the agent
+#: that would wait for them and report their end does not answer.
+HUNG_AGENT_GRACE = 5.0
 
 
 class Phase(Enum):
@@ -48,6 +51,8 @@ class StopCause(Enum):
     STALL = "stall"
     SAVE_LOST = "save_lost"
     STORE_LOST = "store_lost"
+    #: pai-launch's own agent stopped answering: its generation fails and is retried with a new agent.
+    AGENT_HUNG = "agent_hung"
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,9 @@ class Policy:
     stall_timeout: float | None = None
     #: After a stall's SIGUSR1, how long workers get to dump their stacks before they are stopped.
     stall_dump_wait: float = 5.0
+    #: Seconds the agent running a generation may leave the supervisor's heartbeat unanswered before it counts as
+    #: hung (stopped, killed, replaced); None: not watched (DataParallel has no agent).
+    agent_silence: float | None = None
     #: --save-name was given: an init run that writes elsewhere is an error, not a folder to adopt.
     save_name_given: bool = False
     #: Start the node's agent when the run starts (it warms up during the init run), not with the first generation.
@@ -109,6 +117,8 @@ class GenerationRun:
     reached_training: bool = False
     #: The request waits for the agent to be ready: no stall is counted meanwhile.
     workers_waiting: bool = False
+    #: When the agent last answered the heartbeat (or the generation started): for a hung agent.
+    agent_heard: float | None = None
     #: The completion marker appeared: workers still running then are stopped.
     marker_deadline: float | None = None
     #: A stall was reported (SIGUSR1 sent): the workers are stopped then.
@@ -176,8 +186,9 @@ def stop(policy: Policy, state: State, signum: int, now: float, cause: StopCause
 
 
 def stopping_to_retry(state: State) -> bool:
-    """Stopping a stalled generation, which is then retried: anything that ends the run instead must say so."""
-    return state.phase is Phase.STOPPING and state.current.stop.cause is StopCause.STALL
+    """Stopping a stalled generation (or a hung agent's), which is then retried: anything that ends the run instead
+    must say so."""
+    return state.phase is Phase.STOPPING and state.current.stop.cause in (StopCause.STALL, StopCause.AGENT_HUNG)
 
 
 def start_init(state: State, now: float) -> tuple[State, list[Action]]:
@@ -186,6 +197,6 @@ def start_init(state: State, now: float) -> tuple[State, list[Action]]:
 
 def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
     nxt = state.generation + 1
-    current = GenerationRun(started_at=now, last_activity=now)
+    current = GenerationRun(started_at=now, last_activity=now, agent_heard=now)
     started = replace(state, phase=Phase.TRAINING, generation=nxt, current=current, unloadable=None)
     return started, [StartGeneration(nxt, quarantine=state.unloadable)]

@@ -12,7 +12,7 @@ import signal
 
 from pai_launch import exitcodes, failure_causes, logspace, machine, savedir, signals
 from pai_launch.events import (
-    AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
+    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
     Observation,
     ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
     WorkersWaiting,
@@ -67,6 +67,8 @@ class Observer:
         elif isinstance(raw, AgentStarted):
             self.agent_started(raw)
             return None
+        elif isinstance(raw, AgentAnswered):
+            return raw if self.table.is_current_agent(raw.agent_pid) else None
         elif isinstance(raw, AgentTookRequest):
             if not self.table.is_current_agent(raw.agent_pid):
                 return None
@@ -136,9 +138,18 @@ class Observer:
 
     def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
         result = raw.result
-        if result is None:
+        hung = state.phase is machine.Phase.STOPPING and state.current.stop.cause is machine.StopCause.AGENT_HUNG
+        if result is None and hung:  # killed for not answering: that is the cause, not the kill
+            failures = (Failure.agent(f"{state.reason}; it was killed"),)
+        elif result is None:
             failures = (Failure.launcher(f"agent process ended with {exitcodes.describe_returncode(raw.returncode)} "
                                          "before reporting a result"),)
+        elif result.cancelled:
+            self.log.info("workers_not_started", generation=state.generation, agent_pid=raw.agent_pid,
+                          reason="the run was stopped before the agent started them")
+            failures = ()
+        elif result.fault:
+            failures = (Failure.agent(result.fault),)
         elif result.error:
             failures = (Failure.launcher(result.error),)
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pai_launch import exitcodes, repeats
-from pai_launch.actions import Action, RecheckProgress, ScheduleRetry
+from pai_launch.actions import Action, KillRun, RecheckProgress, ScheduleRetry
 from pai_launch.events import Cause, Failure, GenerationEnded, GenerationRefused
 from pai_launch.machine_state import (
     STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation, stopping_to_retry,
@@ -88,6 +88,17 @@ def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Fai
     return Failure.stall(f"stalled: no write to the save folder for {idle:.0f} s{after}")
 
 
+def _on_hung_agent_end(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
+    """The hung agent's generation ended: a failure to retry. An agent that ended it without being killed (its request
+    was withdrawn before it took it) is killed now, so that the retry gets a new one."""
+    hung = Failure.agent(f"{state.reason}; it was killed, and the next generation gets a new one")
+    killed = state.current.stop.killed
+    after, actions = _on_failure(policy, state, hung, event, state.current.reached_training or bool(event.progressed))
+    if killed:
+        return after, actions
+    return replace(after, agent_started=False), [KillRun(), *actions]
+
+
 def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
     if event.fatal is not None and state.phase in (Phase.TRAINING, Phase.STOPPING):
         return finish(state, exitcodes.SAVE_FOLDER, event.fatal)
@@ -105,6 +116,8 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if state.phase is Phase.STOPPING:
         if state.current.stop.cause is StopCause.STALL:
             return _on_failure(policy, state, _stall_failure(policy, state, None), event, reached_training=True)
+        if state.current.stop.cause is StopCause.AGENT_HUNG:
+            return _on_hung_agent_end(policy, state, event)
         return finish_stopping(state)
     if state.phase is not Phase.TRAINING:
         return state, []

@@ -70,6 +70,14 @@ def signal_pid(pid: int, signum: int) -> bool:
         return False
 
 
+def is_running(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        return _is_live(psutil.Process(pid))
+    except psutil.Error:
+        return False
+
+
 class Descendants:
     """Every process started under us, remembered by (pid, create_time) so pid reuse never misleads us."""
 

@@ -25,6 +25,7 @@ import psutil
 from pai_launch import plan, privatedir, procs
 from pai_launch.children import Agent, PlainProcess
 from pai_launch.events import Role
+from pai_launch.machine_state import STOP_SIGNALS
 from pai_launch.plan import Command
 from pai_launch.protocol import GenerationRequest, StopJob
 
@@ -36,6 +37,8 @@ LOG_ROOT_PREFIX = privatedir.PREFIX
 SHORT_PATH = 60
 #: After its request pipe closes, how long the agent gets to stop its forkserver and leave by itself.
 AGENT_EXIT_TIMEOUT = 2.0
+#: How often the agent is sent the heartbeat (the machine decides how long a silence makes it hung).
+HEARTBEAT_EVERY = 2.0
 
 
 def start_folder_name(now: float, pid: int) -> str:
@@ -163,6 +166,15 @@ class ProcessTable:
         self._stopping = self._agent
         return True
 
+    @property
+    def agent_pid(self) -> int | None:
+        return None if self._agent is None else self._agent.pid
+
+    def heartbeat(self, now: float, every: float = HEARTBEAT_EVERY) -> None:
+        """Ping the agent (if there is one); its answer reaches the loop as AgentAnswered."""
+        if self._agent is not None:
+            self._agent.ping(now, every)
+
     def run_started(self) -> bool:
         """The init run, the DataParallel process or a generation's agent is running."""
         return self._plain is not None or self._agent_busy
@@ -194,6 +206,10 @@ class ProcessTable:
         return []
 
     def signal_run(self, signum: int, *, only_new: bool = False) -> list[int]:
+        """Send `signum` to the run's processes. A stop signal for a generation whose workers the agent has not
+        started yet is delivered by never starting them (the request is withdrawn, or cancelled in the agent)."""
+        if signum in STOP_SIGNALS and not only_new and self._agent is not None and self._agent_busy:
+            self._agent.withdraw()
         sent = []
         for proc in self.run_processes():
             if only_new and (proc, signum) in self._sent:

@@ -74,6 +74,20 @@ class StopJob:
         return (json.dumps({"stop": asdict(self)}) + "\n").encode()
 
 
+def ping_line(seq: int) -> bytes:
+    """The supervisor's heartbeat: the agent's request reader answers it at once with pong_line(seq)."""
+    return (json.dumps({"ping": seq}) + "\n").encode()
+
+
+def pong_line(seq: int) -> bytes:
+    return (json.dumps({"pong": seq}) + "\n").encode()
+
+
+def cancel_line(generation: int) -> bytes:
+    """The run is stopping: generation `generation`, if its workers are not started yet, must never start them."""
+    return (json.dumps({"cancel": generation}) + "\n").encode()
+
+
 def joined_line(generation: int, failures: int) -> bytes:
     """The agent's first line in a multi-node job: the generation it really joined and the job's failure count, as
     node 0 has them."""
@@ -112,6 +126,11 @@ class GenerationResult:
     fatal: str | None = None
     #: Multi-node: the nodes that ran this generation.
     members: int = 1
+    #: pai-launch's own machinery failed under the workers (the warm workers' forkserver died): what to say instead
+    #: of the ranks' exits, which are its consequence.
+    fault: str | None = None
+    #: The generation was cancelled (the run is stopping) before any worker was started.
+    cancelled: bool = False
 
     def to_line(self) -> bytes:
         return (json.dumps(asdict(self)) + "\n").encode()

@@ -16,8 +16,9 @@ from pai_launch.machine_state import Policy, State
 
 def retry_can_fix(failure: Failure) -> bool:
     """A failure that says nothing about the script, however often it repeats: the launcher lost one of the run's own
-    private files (something cleaned the temporary folder); the next generation's agent makes them again."""
-    return failure.cause is Cause.LAUNCHER and privatedir.lost_in(failure.detail)
+    private files (something cleaned the temporary folder), or pai-launch's own agent failed (it stopped answering,
+    its forkserver died); the next generation gets new ones."""
+    return failure.cause is Cause.AGENT or (failure.cause is Cause.LAUNCHER and privatedir.lost_in(failure.detail))
 
 
 def repeat_reason(policy: Policy, state: State, failure: Failure, reached_training: bool) -> str | None:

@@ -19,7 +19,7 @@ from pai_launch import adoptions, console, coordination, crossnode, exitcodes, l
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
-    AdoptionRefused, Began, GenerationEnded, GenerationRefused, Role, SaveFolderAdopted, SaveFolderLost, Tick,
+    AdoptionRefused, Began, GenerationEnded, GenerationRefused, Resumed, Role, SaveFolderAdopted, SaveFolderLost, Tick,
 )
 from pai_launch.notify import Notifier, child_env
 from pai_launch.observer import InternalError, Observer
@@ -31,6 +31,8 @@ from pai_launch.runviews import RunViews
 from pai_launch.session import INIT_RUN, SaveFolderError, SaveSession
 
 TICK = 0.2
+#: A loop that ticked this much later than TICK was not running (pai-launch was paused): Resumed, not Tick.
+PAUSED_AFTER = 5.0
 
 
 class Runner:
@@ -47,6 +49,8 @@ class Runner:
                                   log_dir=spec.log_dir, agent_args=spec.agent_args)
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
+        #: When the last Tick (or Resumed) was made: a much later one means the loop did not run meanwhile.
+        self.last_tick: float | None = None
         self.store_host = store_host
         #: The init run was the last thing started: the folder it removed and wrote again is taken anew.
         self.after_init = False
@@ -191,7 +195,11 @@ class Runner:
             if now >= self.next_tick:
                 self.next_tick = now + TICK
                 self.housekeeping()
-                return Tick(time.monotonic())
+                paused = now - self.last_tick if self.last_tick is not None else 0.0
+                self.last_tick = now = time.monotonic()
+                if paused >= PAUSED_AFTER:
+                    return self.resumed(now, paused)
+                return Tick(now)
             try:
                 raw = self.inbox.get(timeout=self.next_tick - now)
             except queue.Empty:
@@ -200,9 +208,21 @@ class Runner:
             if event is not None:
                 return event
 
+    def resumed(self, now: float, paused: float) -> Resumed:
+        """The loop did not run for `paused` s: the save folder's last write, read again, goes to the machine with it
+        (writes seen by the watcher meanwhile may still be queued behind this)."""
+        wall = savedir.last_write(self.session.save_dir)
+        last_write = None if wall is None else now - max(0.0, time.time() - wall)
+        self.log.warning("supervisor_resumed", paused_s=round(paused, 1), phase=self.state.phase.value,
+                         last_write_s_ago=None if last_write is None else round(now - last_write, 1),
+                         hint="pai-launch did not run meanwhile (stopped, or its host suspended); the save folder "
+                              "was read again before judging a stall")
+        return Resumed(now, paused, last_write)
+
     def housekeeping(self) -> None:
         self.notifier.watchdog(time.monotonic())
         self.table.housekeeping()
+        self.table.heartbeat(time.monotonic())
         if self.state.phase in (machine.Phase.TRAINING, machine.Phase.BACKOFF):
             running = self.state.phase is machine.Phase.TRAINING
             problem = self.session.problem(during=f"generation {self.state.generation}" if running else None)
@@ -319,6 +339,13 @@ class Runner:
     def execute_RecheckProgress(self, action) -> None:
         self.inbox.put(GenerationEnded(complete=self.session.complete(), progressed=self.session.progress(),
                                        now=time.monotonic(), recheck=True))
+
+    def execute_ReportAgentHung(self, action) -> None:
+        kill_in = self.state.current.stop.deadline - time.monotonic()
+        self.log.error("agent_hung", generation=self.state.generation, agent_pid=self.table.agent_pid,
+                       silent_s=round(action.silent, 1), reason=self.state.reason,
+                       action=f"stopping its workers, then killing it in {kill_in:.0f} s; the generation is retried "
+                              "with a new agent")
 
     def execute_ReportStall(self, action) -> None:
         self.log.error("stall_detected", generation=self.state.generation, idle_s=round(action.idle, 1),

@@ -100,6 +100,23 @@ def find_init_outputs(root: Path, since: float) -> list[Path]:
     return found
 
 
+def last_write(folder: Path) -> float | None:
+    """The newest modification time (time.time()) of a file directly in `folder` (what the watcher sees), or None."""
+    newest = None
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        mtime = entry.stat(follow_symlinks=False).st_mtime
+                        newest = mtime if newest is None else max(newest, mtime)
+                except OSError:
+                    continue
+    except OSError:
+        return None
+    return newest
+
+
 def is_startup_file(name: str) -> bool:
     """Files the script writes at start-up, before training: a failure after only these is 'before training'."""
     return name == INIT_OUTPUT or name.endswith("_config.json")

@@ -24,6 +24,7 @@ STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 PROBLEM_EVENTS = {
     "retry_scheduled": ("reason", "failures", "max_failures", "delay_s"),
     "stall_detected": ("generation", "idle_s", "action"),
+    "agent_hung": ("generation", "silent_s", "action"),
     "checkpoint_quarantined": ("file", "problem", "moved_to"),
     "resuming_from_scratch": ("reason",),
     "save_folder_failed": ("reason",),

@@ -964,6 +964,73 @@ def ddp_rank_killed_in_collective(run: Run) -> str:
             f"rank {failed[0].get('rank')} {failed[0].get('exit')}, retried; {_fmt_exit(rc)}")
 
 
+def _agent_event(run: Run, launch: Launch, name: str, what: str) -> dict:
+    return run.wait(launch, lambda: (events(launch, name) or [None])[0], what, timeout=45)
+
+
+def agent_sigstopped(run: Run) -> str:
+    # No --stall-timeout: only the agent's heartbeat can tell (bound shortened for the test).
+    script, args, env = _trainer(run, fake=["--generations", "2", "--hang-generation", "1"])
+    launch = run.start("--nproc", NPROC, "--backoff", "0.2", script=script, script_args=args,
+                       env={**env, "PAI_LAUNCH_TEST_AGENT_SILENCE": "8"})
+    run.wait_training(launch, 1)
+    agent = psutil.Process(_agent_event(run, launch, "generation_started", "generation 1")["agent_pid"])
+    stopped = time.monotonic()
+    agent.send_signal(signal.SIGSTOP)
+    rc = run.finish(launch)
+    hung = events(launch, "agent_hung")
+    retries = events(launch, "retry_scheduled")
+    run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
+    run.check(len(hung) == 1 and hung[0].get("agent_pid") == agent.pid, f"agent_hung: {hung}")
+    run.check(len(retries) == 1 and "stopped answering" in retries[0].get("reason", ""),
+              f"retries: {[r.get('reason') for r in retries]}")
+    agents = [e.get("agent_pid") for e in events(launch, "generation_started")]
+    run.check(len(agents) == 2 and agents[1] != agent.pid, f"generation 2's agent: {agents}")
+    took = hung[0].get("silent_s") if hung else None
+    took_all = time.monotonic() - stopped
+    return (f"agent found hung after {took} s without an answer, killed and replaced ({took_all:.0f} s from SIGSTOP "
+            f"to the end); {_fmt_exit(rc)}")
+
+
+def supervisor_paused(run: Run) -> str:
+    stall, pause = 3.0, 7.0
+    script, args, env = _trainer(run, fake=["--heartbeat", "0.3", "--train-seconds", "16", "--generations", "1"])
+    launch = run.start("--nproc", NPROC, "--stall-timeout", str(stall), script=script, script_args=args, env=env)
+    run.wait_training(launch, 1)
+    latest = run.save / "latest.pt"
+    run.wait(launch, latest.exists, "rank 0's first latest.pt")
+    paused_at = time.time()
+    launch.popen.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: latest.stat().st_mtime >= paused_at + pause, 30, message="the workers' writes meanwhile")
+    finally:
+        launch.popen.send_signal(signal.SIGCONT)
+    rc = run.finish(launch)
+    resumed = events(launch, "supervisor_resumed")
+    run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
+    run.check(resumed, "no supervisor_resumed event")
+    run.check(not events(launch, "stall_detected"), f"a false stall: {events(launch, 'stall_detected')}")
+    run.check(run.signals() == {}, f"workers were signalled: {run.signals()}")
+    paused = resumed[0].get("paused_s") if resumed else None
+    return (f"paused {paused} s (--stall-timeout {stall:g}): save folder read again, no stall, no signal; "
+            f"{_fmt_exit(rc)}")
+
+
+def forkserver_killed(run: Run) -> str:
+    script, args, env = _trainer(run, fake=["--generations", "2", "--hang-generation", "1"])
+    launch = run.start("--nproc", NPROC, "--backoff", "0.2", script=script, script_args=args, env=env)
+    run.wait_training(launch, 1)
+    server = _agent_event(run, launch, "agent_ready", "the agent's forkserver")["forkserver_pid"]
+    psutil.Process(server).send_signal(signal.SIGKILL)
+    rc = run.finish(launch)
+    failed = events(launch, "generation_failed")
+    run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
+    error = failed[0].get("error", "") if failed else ""
+    run.check(len(failed) == 1 and error.startswith("the warm workers' forkserver"), f"generation_failed: {failed}")
+    run.check(events(launch, "forkserver_restarted"), "no forkserver_restarted event")
+    return f"named: {error.split(',')[0]!r}; a new forkserver for generation 2; {_fmt_exit(rc)}"
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -1007,6 +1074,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stderr's reader quits (2>&1 | head -1)", "the run completes, exit 0; console_lost in events.jsonl",
              log_reader_quits, trainers=(FAKE,)),
     Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0", hung_rank),
+    Scenario("agent SIGSTOPped mid-generation (no --stall-timeout)",
+             "agent_hung, killed and replaced, retried within the budget, exit 0", agent_sigstopped, trainers=(FAKE,),
+             fake_timeout=90.0),
+    Scenario("pai-launch SIGSTOPped past --stall-timeout", "no false stall, no signal to the workers, exit 0",
+             supervisor_paused, trainers=(FAKE,)),
+    Scenario("forkserver kill -9 mid-generation", "named as the forkserver's death, a new one, retried, exit 0",
+             forkserver_killed, trainers=(FAKE,)),
     Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes", second_launch),
     Scenario("another user squats the lock's socket name", "the run starts, logs save_lock_squatted naming the squatter; "
              "a second pai-launch still exits 2 naming the first's PID", lock_name_squatted, trainers=(FAKE,),

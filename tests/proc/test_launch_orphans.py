@@ -81,8 +81,9 @@ def test_a_forkserver_killed_between_generations_is_restarted_and_checked_again(
     assert restarted["agent_pid"] == first["agent_pid"] and restarted["forkserver_pid"] != first["forkserver_pid"]
     assert restarted["reason"] == "the forkserver had died", restarted
     assert [e["agent_pid"] for e in launch.events("generation_started")] == [first["agent_pid"]] * 2
-    # torch learns a forked worker's status from its forkserver: with the server gone it says 255.
-    assert launch.event("generation_failed")["exit"] in ("signal SIGKILL", "exit code 255")
+    # torch learns a forked worker's status from its forkserver: with the server gone it says 255, so the failure
+    # names the forkserver's death instead.
+    assert "the warm workers' forkserver" in launch.event("generation_failed")["error"]
 
 
 def test_grandchild_in_its_own_session_is_swept_when_the_run_completes(scene):

@@ -49,3 +49,17 @@ def test_find_init_outputs_sees_fresh_files_only_and_skips_hidden_and_venvs(tmp_
     past = time.time() - 3600
     os.utime(tmp_path / "old" / "array_dims.csv", (past, past))
     assert savedir.find_init_outputs(tmp_path, since=time.time() - 60) == [tmp_path / "OTHER"]
+
+
+def test_last_write_is_the_newest_file_directly_in_the_folder_as_the_watcher_sees_it(tmp_path):
+    assert savedir.last_write(tmp_path / "missing") is None
+    assert savedir.last_write(tmp_path) is None
+    (tmp_path / "latest.pt").write_bytes(b"x")
+    (tmp_path / "scores.csv").write_text("1\n")
+    os.utime(tmp_path / "latest.pt", (1_000_000.0, 1_000_000.0))
+    os.utime(tmp_path / "scores.csv", (2_000_000.0, 2_000_000.0))
+    own = tmp_path / ".pai-launch"
+    own.mkdir()
+    (own / "events.jsonl").write_text("{}\n")  # pai-launch's own writes, one folder down: not the workers'
+    os.utime(own, (3_000_000.0, 3_000_000.0))
+    assert savedir.last_write(tmp_path) == 2_000_000.0
