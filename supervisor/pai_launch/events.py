@@ -208,6 +208,8 @@ class Failure:
     @classmethod
     def checkpoint(cls, detail: str) -> Failure:
         return cls(Cause.CHECKPOINT, detail=detail)
+
+    @classmethod
     def agent(cls, detail: str) -> Failure:
         return cls(Cause.AGENT, detail=detail)
 

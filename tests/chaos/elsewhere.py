@@ -118,4 +118,6 @@ ELSEWHERE: tuple[Tested, ...] = (
            "test_a_whole_switch_file_that_no_rank_can_load_is_moved_aside_and_the_one_before_is_resumed"),
     Tested("every switch file unloadable", "no progress counted; exit 4 when the budget is spent",
            "tests/proc/test_launch_own_files.py::test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4"),
+    Tested("SIGTERM while the agent is still starting up", "the request is withdrawn, no worker ever starts, exit 143",
+           "tests/proc/test_launch_agent_faults.py::test_a_stop_while_the_agent_starts_up_starts_no_worker"),
 )
