@@ -1,7 +1,9 @@
 """How the nodes of a multi-node job agree, through the job's store (torch's TCPStore, served by node 0).
 
-Per generation G (keys under pai/<G>/...): node 0's agent opens G; the other agents wait for an open
-generation and join it, so a restarted node never runs a generation number of its own. Once its
+Every key below is stored under the job's secret (StoreLink, jobsecret.py): its name a keyed hash, its
+value sealed, so only the job's nodes can write what the others read. Per generation G (keys
+pai/g<G>/...): node 0's agent opens G; the other agents wait for an open generation and join it,
+so a restarted node never runs a generation number of its own. Once its
 workers run, each agent registers its node (host, group rank, global ranks) and beats every
 BEAT_INTERVAL; it stops its workers promptly when a peer stops beating, fails, or the job is asked to
 stop. When its workers are gone it publishes its node's result and reads every member's, so every
