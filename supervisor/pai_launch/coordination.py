@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pai_launch import crossnode, exitcodes, jobsecret, procs
-from pai_launch.events import JobStoreLost, SignalReceived
+from pai_launch.events import JobStopSeen, JobStoreLost, SignalReceived
 from pai_launch.machine_state import STOP_SIGNALS
 from pai_launch.nodes import Nodes
 from pai_launch.threads import start_guarded
@@ -181,10 +181,15 @@ class StoreWatch:
                             f"for {self.python}?")
 
     def watch(self, report: Callable[[object], None]) -> None:
-        """Report JobStoreLost when the watch says the store is gone (or the watch itself dies before close())."""
+        """Report JobStoreLost when the watch says the store is gone (or the watch itself dies before close()), and
+        JobStopSeen when node 0's store closed with a stop this node's agent did not see."""
         def wait() -> None:
             line = self.popen.stdout.readline().decode(errors="replace").strip()
             code = self.popen.wait()
+            if line.startswith("stopped: "):
+                stop = json.loads(line.removeprefix("stopped: "))
+                report(JobStopSeen(int(stop["signal"]), stop["reason"], time.monotonic()))
+                return
             if self._closing or line == "closed":
                 return
             why = (line.removeprefix("lost: ") if line.startswith("lost: ")

@@ -47,6 +47,11 @@ def node_key(node: int) -> str:
     return f"pai/node/{node}"
 
 
+def stop_seen_key(node: int) -> str:
+    """Set once node `node`'s agent saw the stop flag: its pai-launch's watch need not carry the stop too."""
+    return f"pai/stop_seen/{node}"
+
+
 def watch_key(node: int) -> str:
     """Set while node `node`'s pai-launch watches the store: node 0's store lingers, at its close, until it is gone."""
     return f"pai/watch/{node}"
@@ -205,6 +210,7 @@ class StoreLink:
         if text is not None:
             data = json.loads(text)
             if self.node > 0:  # node 0's store stays up until every other node has seen the flag
+                self.set(stop_seen_key(self.node), "1")
                 self.add(STOP_SEEN, 1)
             raise JobStopped(int(data["signal"]), data["reason"])
 

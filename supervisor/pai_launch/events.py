@@ -293,6 +293,16 @@ class JobStoreLost:
 
 
 @dataclass(frozen=True)
+class JobStopSeen:
+    """Node 0's store closed with the job's stop flag raised, and this node's agent had not seen it (it was starting,
+    or between generations): this node stops as the job did."""
+
+    signum: int
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True)
 class Tick:
     now: float
 
@@ -300,5 +310,5 @@ class Tick:
 Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
                | AgentTookRequest | AgentGone | ThreadFailed)
 Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | GenerationEnded | GenerationJoined | GenerationRefused
-         | JobStoreLost | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick | WorkersLaunched
+         | JobStopSeen | JobStoreLost | MarkerAppeared | SaveActivity | SaveFolderLost | SignalReceived | Tick | WorkersLaunched
          | WorkersWaiting)

@@ -53,11 +53,15 @@ def serve(port: int, info: dict, host: str) -> int:
         return PROBE_FAILED
     try:
         sock = listen.bound_socket(host, port)
+    except OSError as exc:
+        print(f"error: cannot serve the job's store at {host}:{port}: {listen.bind_problem(exc, host, port)}", flush=True)
+        return PROBE_FAILED
+    try:
         store = TCPStore(listen.client_host(sock), port, is_master=True, wait_for_workers=False,
                          timeout=timedelta(seconds=30), master_listen_fd=sock.fileno(), use_libuv=False)
-    except Exception as exc:  # noqa: BLE001 - OSError for a taken port or an address not ours, torch's errors
+    except Exception as exc:  # noqa: BLE001 - torch's DistNetworkError/RuntimeError
         print(f"error: cannot serve the job's store at {host}:{port}: {crossnode.one_line(exc)}: choose a free port in "
-              "--rdzv-endpoint (or stop what listens there), and give node 0's own address", flush=True)
+              "--rdzv-endpoint (or stop what listens there)", flush=True)
         return PROBE_FAILED
     link = crossnode.StoreLink(store, 0, secret)
     link.set(crossnode.INFO, json.dumps({"job_store": 1}))
@@ -163,8 +167,16 @@ def watch(store, link: crossnode.StoreLink, node: int) -> int:
                 link.delete(crossnode.watch_key(node))
                 return 0
             if link.get(crossnode.CLOSING) is not None:
+                stop = link.get(crossnode.STOP)
+                if stop is not None and link.get(crossnode.stop_seen_key(node)) is None:
+                    # This node's agent never saw it (it was starting, or between generations): carry it, and let
+                    # node 0's store go, which lingers until every node has seen the flag.
+                    link.set(crossnode.stop_seen_key(node), "1")
+                    link.add(crossnode.STOP_SEEN, 1)
+                    print(f"stopped: {stop}", flush=True)
+                else:
+                    print("closed", flush=True)
                 link.delete(crossnode.watch_key(node))
-                print("closed", flush=True)
                 return 0
         except crossnode.StoreLost as exc:
             print(f"lost: {crossnode.one_line(exc.__cause__ or exc)}", flush=True)

@@ -14,6 +14,7 @@ bound_socket is the thin OS layer.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 
@@ -58,9 +59,19 @@ def bound_socket(host: str, port: int) -> socket.socket:
         sock.listen(512)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {address} port {port}: {exc.strerror}") from None
+        raise OSError(exc.errno, f"cannot listen on {address} port {port}: {exc.strerror}") from exc
     sock.set_inheritable(True)
     return sock
+
+
+def bind_problem(exc: OSError, host: str, port: int) -> str:
+    """What went wrong binding, and the fix, for the one-line error."""
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"{host} is not an address of this machine: give node 0's own address in --rdzv-endpoint "
+                "(and start node 0 on the machine it names)")
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} is taken: choose a free port in --rdzv-endpoint (or stop what listens there)"
+    return f"{exc.strerror or exc}: check --rdzv-endpoint"
 
 
 def client_host(sock: socket.socket) -> str:

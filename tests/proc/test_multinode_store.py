@@ -110,3 +110,14 @@ def test_node_0s_store_process_killed_mid_generation_ends_every_node_with_exit_1
     for node in nodes:
         assert node.event("job_store_lost")["level"] == "error"
     assert_all_gone(everything, within=10)
+
+
+@pytest.mark.timeout(60)
+def test_node_0_whose_endpoint_is_not_one_of_its_addresses_says_so_and_starts_nothing(scene):
+    launch = scene.start("--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", "192.0.2.1:29411", "--nproc", "1")
+
+    assert launch.wait(45) == 2, launch.log_summary()
+    lines = [line for line in launch.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("pai-launch: error: "), lines
+    assert "192.0.2.1 is not an address of this machine" in lines[0] and "give node 0's own address" in lines[0], lines
+    assert scene.records() == [] and not (scene.work / "PAI").exists(), "nothing started, nothing written"

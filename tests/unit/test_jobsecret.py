@@ -142,10 +142,13 @@ def test_the_bound_socket_listens_on_loopback_only_and_an_address_not_ours_is_re
         assert sock.getsockname()[0] == "127.0.0.1" and listen.client_host(sock) == "127.0.0.1"
     finally:
         sock.close()
-    with pytest.raises(OSError, match="cannot listen on 192.0.2.1"):
+    with pytest.raises(OSError, match="cannot listen on 192.0.2.1") as refused:
         listen.bound_socket("192.0.2.1", 0)  # TEST-NET-1: never this machine's
+    assert "192.0.2.1 is not an address of this machine" in listen.bind_problem(refused.value, "192.0.2.1", 1)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
-        with pytest.raises(OSError, match="cannot listen on 127.0.0.1"):
-            listen.bound_socket("127.0.0.1", taken.getsockname()[1])
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match="cannot listen on 127.0.0.1") as busy:
+            listen.bound_socket("127.0.0.1", port)
+    assert f"port {port} is taken: choose a free port" in listen.bind_problem(busy.value, "127.0.0.1", port)
