@@ -21,6 +21,6 @@ def connect(host: str, port: int, timeout: float):
 
 def raise_stop_flag(stop) -> None:
     """Tell every node the job stops (their agents poll the flag); a short connect: node 0 may be gone."""
-    store = StoreLink(connect(stop.host, stop.port, 5.0), -1)
+    store = StoreLink(connect(stop.host, stop.port, 5.0), -1, stop.secret)
     if store.get(crossnode.STOP) is None:
         store.set(crossnode.STOP, crossnode.stop_message(stop.signum, stop.reason))

@@ -1,7 +1,9 @@
 """How the nodes of a multi-node job agree, through the job's store (torch's TCPStore, served by node 0).
 
-Per generation G (keys under pai/<G>/...): node 0's agent opens G; the other agents wait for an open
-generation and join it, so a restarted node never runs a generation number of its own. Once its
+Every key below is stored under the job's secret (StoreLink, jobsecret.py): its name a keyed hash, its
+value sealed, so only the job's nodes can write what the others read. Per generation G (keys
+pai/g<G>/...): node 0's agent opens G; the other agents wait for an open generation and join it,
+so a restarted node never runs a generation number of its own. Once its
 workers run, each agent registers its node (host, group rank, global ranks) and beats every
 BEAT_INTERVAL; it stops its workers promptly when a peer stops beating, fails, or the job is asked to
 stop. When its workers are gone it publishes its node's result and reads every member's, so every
@@ -17,6 +19,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
+from pai_launch.jobsecret import namespaced, seal, unseal
 from pai_launch.protocol import WorkerFailure
 
 BEAT_INTERVAL = 0.5
@@ -25,7 +28,16 @@ LOST_AFTER = 10.0
 #: How long node 0's agent waits for the others to read a generation's outcome before it reports.
 READ_WAIT = 5.0
 
+#: Public: what a node needs before it knows the secret (the secret's digest, where to read it). Every other key
+#: is under the job's secret (jobsecret.namespaced), StoreLink's doing.
 INFO = "pai/info"
+#: The job's facts (run id, job id, fingerprint), under the secret: a node trusts these, not INFO's.
+FACTS = "pai/facts"
+#: Node 0's pai-launch is done and its store closes: the store going away now is no loss.
+CLOSING = "pai/closing"
+CLOSING_SEEN = "pai/closing_seen"
+#: How many other nodes' store watchers are connected (each adds 1, and -1 when it leaves).
+WATCHING = "pai/watching"
 GENERATION = "pai/generation"
 STOP = "pai/stop"
 STOP_SEEN = "pai/stop_seen"
@@ -33,6 +45,16 @@ STOP_SEEN = "pai/stop_seen"
 
 def node_key(node: int) -> str:
     return f"pai/node/{node}"
+
+
+def stop_seen_key(node: int) -> str:
+    """Set once node `node`'s agent saw the stop flag: its pai-launch's watch need not carry the stop too."""
+    return f"pai/stop_seen/{node}"
+
+
+def watch_key(node: int) -> str:
+    """Set while node `node`'s pai-launch watches the store: node 0's store lingers, at its close, until it is gone."""
+    return f"pai/watch/{node}"
 
 
 def gen_key(generation: int, *parts: object) -> str:
@@ -150,11 +172,17 @@ def one_line(exc: BaseException) -> str:
 
 
 class StoreLink:
-    """One agent's view of the job's store, every call turned into StoreLost when the store is gone."""
+    """One agent's view of the job's store, every call turned into StoreLost when the store is gone; every key but
+    INFO named by the job's secret and every value sealed with it (a value that fails its check reads as absent).
+    Counters (add) cannot be sealed: only their names are hidden."""
 
-    def __init__(self, store, node: int) -> None:
+    def __init__(self, store, node: int, secret: str) -> None:
         self.store = store
         self.node = node
+        self.secret = secret
+
+    def key(self, key: str) -> str:
+        return key if key == INFO else namespaced(self.secret, key)
 
     def _call(self, method: str, *args):
         try:
@@ -163,21 +191,26 @@ class StoreLink:
             raise StoreLost(f"lost the job's store ({one_line(exc)})") from exc
 
     def get(self, key: str) -> str | None:
-        if not self._call("check", [key]):
+        if not self._call("check", [self.key(key)]):
             return None
-        return self._call("get", key).decode()
+        text = self._call("get", self.key(key)).decode(errors="replace")
+        return text if key == INFO else unseal(self.secret, key, text)
 
     def set(self, key: str, value: str) -> None:
-        self._call("set", key, value)
+        self._call("set", self.key(key), value if key == INFO else seal(self.secret, key, value))
+
+    def delete(self, key: str) -> None:
+        self._call("delete_key", self.key(key))
 
     def add(self, key: str, amount: int) -> int:
-        return int(self._call("add", key, amount))
+        return int(self._call("add", self.key(key), amount))
 
     def check_stop(self) -> None:
         text = self.get(STOP)
         if text is not None:
             data = json.loads(text)
             if self.node > 0:  # node 0's store stays up until every other node has seen the flag
+                self.set(stop_seen_key(self.node), "1")
                 self.add(STOP_SEEN, 1)
             raise JobStopped(int(data["signal"]), data["reason"])
 

@@ -319,6 +319,16 @@ class JobStoreLost:
 
 
 @dataclass(frozen=True)
+class JobStopSeen:
+    """Node 0's store closed with the job's stop flag raised, and this node's agent had not seen it (it was starting,
+    or between generations): this node stops as the job did."""
+
+    signum: int
+    reason: str
+    now: float
+
+
+@dataclass(frozen=True)
 class Tick:
     now: float
 
@@ -337,5 +347,5 @@ class Resumed:
 Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
                | AgentTookRequest | AgentGone | AgentAnswered | ThreadFailed)
 Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | GenerationEnded | GenerationJoined
-         | GenerationRefused | JobStoreLost | MarkerAppeared | Resumed | SaveActivity | SaveFolderLost | SignalReceived
-         | Tick | WorkersLaunched | WorkersWaiting)
+         | GenerationRefused | JobStopSeen | JobStoreLost | MarkerAppeared | Resumed | SaveActivity | SaveFolderLost
+         | SignalReceived | Tick | WorkersLaunched | WorkersWaiting)

@@ -23,8 +23,8 @@ from pai_launch.actions import (
 )
 from pai_launch.events import (
     AdoptionRefused, AgentAnswered, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited,
-    JobStoreLost, MarkerAppeared, Resumed, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick,
-    WorkersLaunched, WorkersWaiting,
+    JobStopSeen, JobStoreLost, MarkerAppeared, Resumed, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived,
+    Tick, WorkersLaunched, WorkersWaiting,
 )
 from pai_launch.machine_state import (  # noqa: F401 - Phase, Policy, State re-exported: the machine's vocabulary
     FORWARD_SIGNALS, FORWARDED_AS, HUNG_AGENT_GRACE, IDLE, RUNNING, STALL_SIGNAL, STOP_SIGNALS, Phase, Policy, State, Stop,
@@ -262,6 +262,21 @@ def _on_store_lost(policy: Policy, state: State, event: JobStoreLost) -> tuple[S
     return state, []
 
 
+def _on_job_stop_seen(policy: Policy, state: State, event: JobStopSeen) -> tuple[State, list[Action]]:
+    """The job was stopped on another node and this node's agent could not hear it: stop as the job did (128+N)."""
+    reason = f"the job was stopped: {event.reason}"
+    code = exitcodes.for_signal(event.signum)
+    stopped = replace(state, requeue=state.requeue or event.signum == policy.requeue_on,
+                      stopped_by=state.stopped_by or event.reason)
+    if state.phase in (*IDLE, Phase.STARTING):
+        return finish(stopped, code, reason)
+    if state.phase in RUNNING:
+        return stop(policy, stopped, signal.SIGTERM, event.now, StopCause.SIGNAL, code, reason)
+    if stopping_to_retry(state):
+        return replace(_stop_changed(stopped, cause=StopCause.SIGNAL), exit_code=code, reason=reason), []
+    return state, []
+
+
 def _on_init_exited(policy: Policy, state: State, event: InitExited) -> tuple[State, list[Action]]:
     if state.phase is Phase.STOPPING:
         return finish_stopping(state)
@@ -306,6 +321,7 @@ _HANDLERS = {
     MarkerAppeared: _on_marker,
     SaveFolderLost: _on_save_lost,
     JobStoreLost: _on_store_lost,
+    JobStopSeen: _on_job_stop_seen,
     InitExited: _on_init_exited,
     SaveFolderAdopted: _on_adopted,
     AdoptionRefused: _on_adoption_refused,

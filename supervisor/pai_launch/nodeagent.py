@@ -248,7 +248,7 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
     assert nodes is not None
     where = f"{nodes.host}:{nodes.port}"
     try:
-        link = StoreLink(connect(nodes.host, nodes.port, nodes.rdzv_timeout), nodes.node_rank)
+        link = StoreLink(connect(nodes.host, nodes.port, nodes.rdzv_timeout), nodes.node_rank, nodes.secret)
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout
         detail = crossnode.one_line(exc)
         return GenerationResult(request.generation, error=f"cannot reach the job's store at {where} within "

@@ -9,7 +9,7 @@ generation's agent owns (a store that dies with an agent is what breaks torchrun
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pai_launch import seconds
 
@@ -36,6 +36,8 @@ class Nodes:
     rdzv_timeout: float = DEFAULT_RDZV_TIMEOUT
     #: The address other nodes reach this one's workers at (torchrun's --local-addr); None: torch's choice.
     local_addr: str | None = None
+    #: The job's secret (jobsecret.py), once node 0 made it or this node read it from the save folder; never shown.
+    secret: str = field(default="", repr=False, compare=False)
 
     @property
     def multi(self) -> bool:

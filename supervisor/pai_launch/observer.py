@@ -12,7 +12,7 @@ import signal
 
 from pai_launch import exitcodes, failure_causes, logspace, machine, savedir, signals
 from pai_launch.events import (
-    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStoreLost,
+    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStopSeen, JobStoreLost,
     Observation,
     ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
     WorkersWaiting,
@@ -90,6 +90,8 @@ class Observer:
             self.log.error("save_folder_failed", reason=raw.reason)
         elif isinstance(raw, JobStoreLost):
             self.log.error("job_store_lost", reason=raw.reason)
+        elif isinstance(raw, JobStopSeen):
+            self.log.info("job_stop_seen", reason=raw.reason, hint="node 0's store closed with the job stopped")
         return raw  # type: ignore[return-value] - the rest are events already
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:

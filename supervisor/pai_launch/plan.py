@@ -105,7 +105,7 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
         n = spec.nodes
         nodes = NodeRequest(node_rank=n.node_rank, min_nodes=n.min_nodes, max_nodes=n.max_nodes, host=n.host, port=n.port,
                             rdzv_timeout=n.rdzv_timeout, job_id=job_id(spec, run_id), save_dir=str(save_dir or spec.save_dir),
-                            fs_settle=spec.fs_settle, local_addr=n.local_addr, failures=failures)
+                            fs_settle=spec.fs_settle, local_addr=n.local_addr, failures=failures, secret=n.secret)
     return GenerationRequest(
         generation=generation, nproc=spec.nproc, python=spec.python, args=worker_args(spec, load_folder),
         env=generation_env(spec, run_id, generation, base_env), log_dir=log_dir, grace=spec.grace,

@@ -56,6 +56,8 @@ class NodeRequest:
     local_addr: str | None = None
     #: This node's failure count (node 0's is the job's: the others take it from node 0).
     failures: int = 0
+    #: The job's secret (jobsecret.py): every pai-launch key in the store lives under it. Sent over the pipe only.
+    secret: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class StopJob:
     reason: str
     host: str
     port: int
+    secret: str = ""
 
     def to_line(self) -> bytes:
         return (json.dumps({"stop": asdict(self)}) + "\n").encode()

@@ -15,7 +15,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from pai_launch import adoptions, console, coordination, crossnode, exitcodes, logs, logspace, machine, plan, savedir
+from pai_launch import adoptions, console, coordination, crossnode, exitcodes, jobsecret, logs, logspace, machine, plan, savedir
 from pai_launch.actions import Finish
 from pai_launch.config import LaunchSpec, policy_for
 from pai_launch.events import (
@@ -37,9 +37,9 @@ PAUSED_AFTER = 5.0
 
 class Runner:
     def __init__(self, spec: LaunchSpec, session: SaveSession, inbox: queue.SimpleQueue, env: dict[str, str],
-                 visible: tuple[str, ...], store_host: coordination.StoreHost | None = None,
+                 visible: tuple[str, ...], job: coordination.Job | None = None,
                  notes: list[tuple[str, dict]] = ()) -> None:
-        """`store_host`: node 0 of a multi-node job serves the job's store (closed when the run ends); `notes`:
+        """`job`: a multi-node job's store (node 0 serves it, the others watch it; closed when the run ends); `notes`:
         warnings for the log (doctor's findings), as (event, fields)."""
         self.notes = list(notes)
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
@@ -51,7 +51,8 @@ class Runner:
         self.next_tick = 0.0
         #: When the last Tick (or Resumed) was made: a much later one means the loop did not run meanwhile.
         self.last_tick: float | None = None
-        self.store_host = store_host
+        self.job = job
+        self.store_host = job.host if job is not None else None
         #: The init run was the last thing started: the folder it removed and wrote again is taken anew.
         self.after_init = False
 
@@ -62,8 +63,8 @@ class Runner:
             # clears its folder first); node 0 of a job takes it at once, for the token the other nodes look for.
             self.session.acquire(defer=self.session.needs_init() and not self.spec.nodes.multi)  # StateError propagates
         except StateError:
-            if self.store_host is not None:
-                self.store_host.close()
+            if self.job is not None:
+                self.job.close()
             raise
         self.views = RunViews(self.spec, lambda: self.session.save_dir)
         self.log = logs.make_logger(self.spec.log_format, stream=self.views.stream, events=self.session.events,
@@ -77,18 +78,23 @@ class Runner:
                              "folder's path lock; it is ignored, and the lock file alone keeps a second pai-launch out")
         try:
             self.table.open(self.session.run_id)
+            if self.job is not None:
+                self.table.spare(self.job.pid)
+                self.job.start_watching(self.inbox.put)
             if self.store_host is not None:
-                self.table.spare(self.store_host.pid)
-                self.store_host.watch(self.inbox.put)
-                self.store_host.publish_token(self.session.save_dir)
+                try:
+                    self.store_host.publish_token(self.session.save_dir)
+                except jobsecret.SecretError as exc:
+                    self.log.error("job_setup_failed", error=str(exc))
+                    return exitcodes.USAGE
             self.observer = Observer(self.session, self.table, self.log, self.notifier)
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
         finally:
             try:
-                if self.store_host is not None:
-                    self.store_host.close()
+                if self.job is not None:
+                    self.job.close()
                 killed, survivors = self.table.close()
                 if killed:
                     self.log.info("leftovers_killed", processes=killed, survivors=survivors)
@@ -325,7 +331,7 @@ class Runner:
 
     def execute_AnnounceStop(self, action) -> None:
         nodes = self.spec.nodes
-        stop = StopJob(action.signum, action.reason, nodes.host, nodes.port)
+        stop = StopJob(action.signum, action.reason, nodes.host, nodes.port, nodes.secret)
         if self.store_host is not None:
             self.store_host.set(coordination.STOP_KEY, crossnode.stop_message(action.signum, action.reason))
             self.table.stop_job(stop)  # this node's agent, too, reports the generation as stopped, not failed

@@ -48,8 +48,8 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
             for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
-        store_host = open_job(spec, session, env, inbox)
-        return Runner(spec, session, inbox, env, visible, store_host=store_host, notes=notes).run()
+        spec, job = open_job(spec, session, env, inbox)
+        return Runner(spec, session, inbox, env, visible, job=job, notes=notes).run()
     except (StateError, JobSetupError) as exc:
         print(f"pai-launch: error: {exc}", file=sys.stderr)
         return exitcodes.USAGE

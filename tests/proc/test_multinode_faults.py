@@ -1,5 +1,6 @@
-"""Multi-node faults on one machine: a node killed mid-generation (and its pai-launch restarted), a stop signal to
-any node, a node lost with --nnodes MIN:MAX. Nothing of a stopped or killed node may be left behind."""
+"""Multi-node faults on one machine: a node killed mid-generation (and its pai-launch restarted), node 0 killed (the
+job's store with it), a stop signal to any node, a node lost with --nnodes MIN:MAX. Nothing of a stopped or killed
+node may be left behind."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _node_processes(launch) -> list[psutil.Process]:
         return []
 
 
-@pytest.mark.parametrize("killed", [1, 0])
+@pytest.mark.parametrize("killed", [1])
 def test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_rejoins_the_job(scene, killed):
     hold = ["--hold-until", str(scene.hold_file), "--generations", "3"]
     nodes, port = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=hold)
@@ -41,11 +42,8 @@ def test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_r
     assert_all_gone(doomed, within=10)  # its agent, workers (and node 0's store) die with it
     failed = wait_event(survivor, "generation_failed", LOSS_NOTICED_WITHIN)
     assert failed["generation"] == 1
-    if killed == 1:
-        # Named when node 1 had said who it was, else counted: either way the loss is the cause, not node 0's workers.
-        assert ("node 1" in failed["error"] and "stopped responding" in failed["error"]) or "never reported in" in failed["error"]
-    else:
-        assert "the job's store" in failed["error"]
+    # Named when node 1 had said who it was, else counted: either way the loss is the cause, not node 0's workers.
+    assert ("node 1" in failed["error"] and "stopped responding" in failed["error"]) or "never reported in" in failed["error"]
     wait_until(lambda: scene.signals(), 10, message="the surviving node's worker to be stopped")
     wait_event(survivor, "generation_started", 30, count=2)  # the retry waits for the killed node (or its store)
 
@@ -59,10 +57,23 @@ def test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_r
     assert again.event("run_started")["resumed"] is True, "the restarted node took node 0's record"
     assert [e["generation"] for e in again.events("generation_ended")] == [2, 3]
     assert [e["generation"] for e in survivor.events("generation_ended")] == [2, 3]
-    if killed == 0:
-        # The survivor counted a failure the restarted node 0 never saw: node 0's count (the job's) wins.
-        assert survivor.event("generation_joined")["failures"] == 0
     assert read_state(scene.work / "PAI")["failures"] == 0
+
+
+def test_node_0_killed_mid_generation_ends_node_1_within_seconds_with_exit_1_naming_the_lost_store(scene):
+    hold = ["--hold-until", str(scene.hold_file), "--generations", "3"]
+    nodes, port = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=hold)
+    scene.wait_ready(1, 2)
+    everything = [proc for node in nodes for proc in _node_processes(node)]
+    nodes[0].popen.kill()
+    nodes[0].wait(10)
+
+    # Not after --rdzv-timeout (900 s) twice: node 1's watch of the store sees it go.
+    assert nodes[1].wait(LOSS_NOTICED_WITHIN) == 1, nodes[1].log_summary()
+    finished = nodes[1].event("run_finished")
+    assert f"the job's store at 127.0.0.1:{port} went away" in finished["reason"], finished
+    assert nodes[1].event("job_store_lost")["reason"] == finished["reason"]
+    assert_all_gone(everything, within=10)
 
 
 @pytest.mark.parametrize("signalled", [0, 1])

@@ -176,3 +176,28 @@ def test_a_job_stopped_by_another_nodes_requeue_signal_is_requeued_here_too():
     state, _ = replay([GenerationEnded(stopped=(signal.SIGTERM, "SIGTERM to node 1's pai-launch"), now=2.0)],
                       needs_init=False, policy=REQUEUE)
     assert not state.requeue and state.exit_code == 143
+
+
+def test_a_stop_carried_by_the_store_watch_stops_a_running_generation_with_the_jobs_signal():
+    from pai_launch.events import JobStopSeen
+    from pai_launch.machine_state import StopCause
+
+    state, _ = replay([], needs_init=False, policy=MULTI)
+    state, actions = step(MULTI, state, JobStopSeen(signal.SIGTERM, "SIGTERM to node 0's pai-launch", 2.0))
+
+    assert actions == [SignalRun(signal.SIGTERM)], "signalled once, not announced again"
+    assert state.phase is Phase.STOPPING and state.current.stop.cause is StopCause.SIGNAL
+    state, actions = step(MULTI, state, GenerationEnded(failures=(Failure.worker(0, -15),), now=3.0))
+    assert actions[-1] == Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")
+    assert state.failures == 0
+
+
+def test_a_stop_carried_by_the_store_watch_between_generations_ends_the_run_at_once():
+    from pai_launch.events import JobStopSeen
+
+    state, _ = replay([GenerationEnded(failures=(Failure.worker(0, 1),), now=1.0)], needs_init=False, policy=MULTI)
+    assert state.phase is Phase.BACKOFF
+    state, actions = step(MULTI, state, JobStopSeen(signal.SIGINT, "SIGINT to node 0's pai-launch", 1.5))
+    assert actions == [Finish(130, "the job was stopped: SIGINT to node 0's pai-launch")]
+    # Already stopping for its own reasons: nothing changes.
+    assert step(MULTI, state, JobStopSeen(signal.SIGTERM, "x", 2.0)) == (state, [])
