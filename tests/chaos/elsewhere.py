@@ -31,7 +31,7 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("pai-launch starts in other PID namespaces beside a warm run", "the warm run's private folders are left alone",
            "tests/proc/test_private_folders.py::"
            "test_a_warm_runs_folders_survive_pai_launch_starts_in_other_pid_namespaces"),
-    Tested("a node killed mid-generation (two nodes)", "the other node's workers stop; its restart rejoins the job",
+    Tested("node 1 of two killed mid-generation", "node 0 stops its workers; node 1 restarted rejoins the job",
            "tests/proc/test_multinode_faults.py::"
            "test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_rejoins_the_job"),
     Tested("ranks flood their output, warm and cold", "the agent's memory stays flat; every rank's last line relayed",
@@ -120,4 +120,20 @@ ELSEWHERE: tuple[Tested, ...] = (
            "tests/proc/test_launch_own_files.py::test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4"),
     Tested("SIGTERM while the agent is still starting up", "the request is withdrawn, no worker ever starts, exit 143",
            "tests/proc/test_launch_agent_faults.py::test_a_stop_while_the_agent_starts_up_starts_no_worker"),
+    Tested("an outside client of the job store sets the stop flag or forges results",
+           "ignored: every key is named and every value sealed by the job's secret; the job completes on every node",
+           "tests/proc/test_multinode_store.py::"
+           "test_an_outside_client_without_the_secret_can_neither_stop_the_job_nor_forge_a_result"),
+    Tested("the job store for a 127.0.0.1 endpoint", "listens on 127.0.0.1 only; listing its keys gives no secret away",
+           "tests/proc/test_multinode_store.py::"
+           "test_the_store_listens_only_on_the_endpoints_address_and_its_keys_do_not_give_the_secret_away"),
+    Tested("node 0's store process killed -9 mid-generation", "every node exits 1 within seconds naming the lost store",
+           "tests/proc/test_multinode_store.py::"
+           "test_node_0s_store_process_killed_mid_generation_ends_every_node_with_exit_1_naming_the_lost_store"),
+    Tested("node 0's pai-launch killed -9 mid-generation", "node 1 exits 1 within seconds, not after --rdzv-timeout",
+           "tests/proc/test_multinode_faults.py::"
+           "test_node_0_killed_mid_generation_ends_node_1_within_seconds_with_exit_1_naming_the_lost_store"),
+    Tested("--rdzv-endpoint names an address that is not node 0's", "one line naming it and the fix, exit 2",
+           "tests/proc/test_multinode_store.py::"
+           "test_node_0_whose_endpoint_is_not_one_of_its_addresses_says_so_and_starts_nothing"),
 )
