@@ -279,8 +279,12 @@ def _writer(stream: str):
     return write
 
 
+#: The most of one line the pass-through holds at once: a longer one goes out in pieces of this size.
+_LINE_LIMIT = 1 << 20
+
+
 def _relay(pipe, write) -> None:
-    for line in iter(pipe.readline, b""):
+    for line in iter(lambda: pipe.readline(_LINE_LIMIT), b""):
         write(line)
     pipe.close()
 
