@@ -23,6 +23,7 @@ import hashlib
 import os
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,9 @@ class PathLock:
             return
         sock.listen(16)
         self._socket = sock
+        # Every probe of the lock (pai-launch status, a second pai-launch) connects to learn who holds it: each
+        # connection is taken and closed at once, or after 17 of them the backlog is full and no probe sees the holder.
+        threading.Thread(target=_answer_probes, args=(sock,), name="path-lock", daemon=True).start()
 
     def describe_squatter(self) -> dict:
         """The squatter, for the log: its PID and user when it listens, else only that something bound the name."""
@@ -120,8 +124,22 @@ class PathLock:
 
     def release(self) -> None:
         if self._socket is not None:
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+            except OSError:
+                pass
             self._socket.close()
             self._socket = None
+
+
+def _answer_probes(sock: socket.socket) -> None:
+    """Take each connection to the lock and close it: the peer has read our credentials (SO_PEERCRED) by then."""
+    while True:
+        try:
+            connection, _ = sock.accept()
+        except OSError:  # the lock was released
+            return
+        connection.close()
 
 
 def flock_holders(proc_locks: str, device: int, inode: int) -> list[int]:

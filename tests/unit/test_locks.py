@@ -179,3 +179,18 @@ def test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_st
     (save / ".pai-launch" / "quarantine").unlink()
     moved = checkpoint.quarantine(save, "switch_2.pt")  # a real folder of ours: moved aside as before
     assert moved.parent == save / ".pai-launch" / "quarantine" and moved.read_bytes() == b"torn"
+
+
+def test_the_path_lock_answers_any_number_of_probes(tmp_path):
+    """Each probe's connection is taken and closed: after more probes than the listen backlog, the holder is still
+    seen (before, the 18th probe found the backlog full and saw no one)."""
+    from pai_launch.locks import PathLock, peer_of
+
+    lock = PathLock(tmp_path)
+    lock.acquire()
+    try:
+        peers = [peer_of(lock.address, tries=1) for _ in range(60)]
+        assert all(peer is not None and peer.pid == os.getpid() for peer in peers)
+    finally:
+        lock.release()
+    assert peer_of(lock.address, tries=1) is None
