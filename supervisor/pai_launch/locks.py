@@ -34,6 +34,8 @@ from pai_launch.record import STATE_DIR, StateError
 _CREDENTIALS = struct.Struct("3i")
 #: Connection attempts refused before a bound name counts as not listening (a pai-launch binds, then listens).
 _REFUSED_TRIES = 5
+#: How long a full listen backlog is waited out: the holder takes and closes each probe at once.
+_BUSY_WAIT_S = 1.0
 
 
 def lock_file(node: int) -> str:
@@ -64,8 +66,11 @@ def trusted(peer: Peer | None, euid: int) -> bool:
 
 def peer_of(address: str, *, tries: int = _REFUSED_TRIES) -> Peer | None:
     """The process listening on `address`, from SO_PEERCRED of a connection to it; None when nothing listens there
-    (the name bound by a socket that never listens, or nothing at all)."""
-    for attempt in range(tries):
+    (the name bound by a socket that never listens, or nothing at all). A full listen backlog (EAGAIN: the holder's
+    thread has not yet taken earlier probes) is waited out for up to a second; it says someone listens."""
+    busy_until = time.monotonic() + _BUSY_WAIT_S
+    attempt = 0
+    while True:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             probe.settimeout(1.0)
             try:
@@ -73,11 +78,16 @@ def peer_of(address: str, *, tries: int = _REFUSED_TRIES) -> Peer | None:
                 pid, uid, _ = _CREDENTIALS.unpack(probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
                 return Peer(pid, uid)
             except ConnectionRefusedError:
-                if attempt + 1 < tries:
-                    time.sleep(0.02)  # bound, not yet listening: a starting pai-launch listens within moments
+                attempt += 1
+                if attempt >= tries:
+                    return None
+                time.sleep(0.02)  # bound, not yet listening: a starting pai-launch listens within moments
+            except BlockingIOError:
+                if time.monotonic() >= busy_until:
+                    return None
+                time.sleep(0.005)
             except (OSError, AttributeError):
                 return None
-    return None
 
 
 class PathLock:
@@ -109,10 +119,10 @@ class PathLock:
                                "wait for it or stop it") from None
             self.squatter, self.squatted = peer, True
             return
-        sock.listen(16)
+        sock.listen(socket.SOMAXCONN)
         self._socket = sock
         # Every probe of the lock (pai-launch status, a second pai-launch) connects to learn who holds it: each
-        # connection is taken and closed at once, or after 17 of them the backlog is full and no probe sees the holder.
+        # connection is taken and closed at once, or once the backlog is full no probe sees the holder.
         threading.Thread(target=_answer_probes, args=(sock,), name="path-lock", daemon=True).start()
 
     def describe_squatter(self) -> dict:

@@ -194,3 +194,45 @@ def test_the_path_lock_answers_any_number_of_probes(tmp_path):
     finally:
         lock.release()
     assert peer_of(lock.address, tries=1) is None
+
+
+def test_a_probe_waits_out_a_full_backlog_while_the_holder_catches_up():
+    """A holder whose probe-taking thread lags (a loaded machine) has a full backlog: a probe's connect gets EAGAIN.
+    That says someone listens, so the probe waits for a free slot instead of reporting nobody."""
+    import socket
+    import threading
+
+    from pai_launch.locks import peer_of
+
+    address = f"\0pai-launch/test/backlog/{os.getpid()}"
+    holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    holder.bind(address)
+    holder.listen(0)
+    waiting = []
+    try:
+        while True:  # fill the backlog with connections nobody takes yet
+            filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            try:
+                filler.connect(address)
+            except BlockingIOError:
+                filler.close()
+                break
+            waiting.append(filler)
+        assert waiting, "the backlog took no connection at all"
+        taken = threading.Event()
+
+        def take_after_a_while():
+            taken.wait(0.3)
+            for _ in waiting:
+                holder.accept()[0].close()
+
+        worker = threading.Thread(target=take_after_a_while, daemon=True)
+        worker.start()
+        peer = peer_of(address, tries=1)
+        worker.join(5)
+        assert peer is not None and peer.pid == os.getpid()
+    finally:
+        for filler in waiting:
+            filler.close()
+        holder.close()
