@@ -92,7 +92,7 @@ class ProcessSampler(threading.Thread):
                     cmdline = " ".join(child.cmdline())
                     if not cmdline:
                         continue  # a zombie: it was counted (or not) while it ran
-                    launcher = "torchrun" in cmdline or "pai_launch.agent" in cmdline
+                    launcher = "torchrun" in cmdline or "pai_launch.agent.main" in cmdline
                     forked = FORKSERVER in cmdline and FORKSERVER in " ".join(child.parent().cmdline())
                     if ("train_pai_ddp.py" in cmdline and not launcher) or forked:
                         self.workers.add(child.pid)  # a training process, not the launcher

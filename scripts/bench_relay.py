@@ -78,7 +78,7 @@ def _rank_files(root: Path) -> list[Path]:
 
 
 def _relay_pai(root: Path, done: Path, sink: _Counting, bounded: bool) -> dict:
-    from pai_launch.relay import Limits, LogRelay
+    from pai_launch.agent.relay import Limits, LogRelay
 
     limits = Limits() if bounded else Limits(max_lag=1 << 62)
     relay = LogRelay(str(root), sinks={"stdout": sink, "stderr": sink}, limits=limits).start()
@@ -92,7 +92,7 @@ def _relay_pai(root: Path, done: Path, sink: _Counting, bounded: bool) -> dict:
 
 
 def _relay_per_line(root: Path, done: Path, sink: _Counting, bounded: bool) -> dict:
-    from pai_launch.relay import prefixed
+    from pai_launch.agent.relay import prefixed
 
     offsets: dict[Path, int] = {}
     finished_at = None
@@ -134,7 +134,7 @@ def _relay_copy(root: Path, done: Path, sink: _Counting, bounded: bool) -> dict:
 
 def relaying_process(kind: str, root: Path, done: Path, bounded: bool) -> None:
     """The child: relay until the writers are done and everything is relayed; print one JSON line."""
-    import pai_launch.relay  # noqa: F401  (imported before the clock starts)
+    import pai_launch.agent.relay  # noqa: F401  (imported before the clock starts)
 
     sink = _Counting()
     started = time.monotonic()

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "doctor_scripts" / "corpus"
 sys.path.insert(0, str(ROOT / "supervisor"))
 
-from pai_launch.doctor import check_script  # noqa: E402  (after the path is set, so it runs from a checkout)
-from pai_launch.doctor_model import ERROR  # noqa: E402
+from pai_launch.doctor.diagnose import check_script  # noqa: E402  (after the path is set, so it runs from a checkout)
+from pai_launch.doctor.model import ERROR  # noqa: E402
 
 
 @dataclass

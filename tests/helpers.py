@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import psutil
 
-from pai_launch.status_events import parse_lines
+from pai_launch.status.events import parse_lines
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent

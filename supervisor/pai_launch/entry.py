@@ -15,7 +15,9 @@ import os
 import queue
 import sys
 
-from pai_launch import console, exitcodes, signals
+from pai_launch.supervise import console
+from pai_launch.core import exitcodes
+from pai_launch.supervise import signals
 
 #: First arguments that name a tool rather than a script.
 TOOLS = ("doctor", "status")
@@ -25,13 +27,13 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     _require_working_directory()
     if args and args[0] in TOOLS:
-        from pai_launch import tools_cli
+        from pai_launch.cli import tools as tools_cli
 
         sys.exit(tools_cli.run_tool(args))
     console.install()  # before anything is opened or started: closed fds 0-2 get /dev/null, children inherit it
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     signals.install(inbox)  # before importing typer and friends: a SIGTERM now is queued, not lost
-    from pai_launch import cli
+    from pai_launch.cli import launch as cli
 
     sys.exit(cli.run_command_line(args, inbox))
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import psutil
 
-from pai_launch.locks import PathLock
+from pai_launch.savefmt.locks import PathLock
 from tests.helpers import (FAKE_TRAINER, REPO, Launch, as_user, describe, end_squat, is_live, kill_processes, launch_env,
                            local_user, local_user_unavailable, processes_mentioning, read_ready_dir, read_signal_log,
                            reap_zombie_children, squat_socket, start_pai_launch, tree_state, wait_until, wait_until_empty)

@@ -9,8 +9,10 @@ PAI_TEST_FAULT chooses where the bug is (this process only; the agent and worker
 
 import os
 
-from pai_launch import entry, savedir, session
-from pai_launch.protocol import GenerationResult
+from pai_launch import entry
+from pai_launch.savefmt import savedir
+from pai_launch.supervise import session
+from pai_launch.wire.protocol import GenerationResult
 
 FAULT = os.environ["PAI_TEST_FAULT"]
 

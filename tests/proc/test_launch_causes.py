@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pai_launch import status as run_status
+from pai_launch.status import gather as run_status
 from tests.unit.test_failure_causes import FAULTHANDLER_ABORT, RANK_UNSET
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pai_launch import status
+from pai_launch.status import gather
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
@@ -68,7 +68,7 @@ def test_rewriting_the_same_switch_file_counts_as_progress(scene):
     # The rewrite holds no new dendrite: logged as rejected, once, and the log, status and its generation line agree.
     assert [(e["generation"], e["dendrites"]) for e in launch.events("dendrites_added")] == [(1, 1)]
     assert [(e["generation"], e["dendrites"]) for e in launch.events("dendrites_rejected")] == [(2, 1)]
-    shown = status.gather(scene.work / "PAI")
+    shown = gather.gather(scene.work / "PAI")
     assert shown.dendrites.count == 1
     assert [g.outcome for g in shown.generations] == ["restructured", "dendrites rejected", "complete"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import status as run_status
-from pai_launch.locks import PathLock, flock_holders
+from pai_launch.status import gather as run_status
+from pai_launch.savefmt.locks import PathLock, flock_holders
 from tests.helpers import (LOCAL_USER, as_user, end_squat, local_user, local_user_unavailable, squat_socket, tree_state,
                            wait_until)
 from tests.proc.launch_files import make_resumable, state_dir

@@ -106,7 +106,7 @@ def test_save_folder_conflicting_with_save_name_exits_2_naming_both(scene):
 
 def test_adopting_a_folder_another_pai_launch_holds_exits_2_naming_it(scene):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.locks import SaveFolderLock\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock\n"
          "SaveFolderLock(Path(sys.argv[1])).acquire(); print('held', flush=True); sys.stdin.read()", str(scene.work / "OTHER")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

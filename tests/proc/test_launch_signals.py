@@ -9,7 +9,7 @@ import signal
 import psutil
 import pytest
 
-from pai_launch import status
+from pai_launch.status import gather
 from tests.helpers import is_live, stamp, wait_until
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
@@ -77,7 +77,7 @@ def test_a_stop_signal_is_logged_shown_and_counted_as_a_stop_not_a_failure(scene
     if phase == "init":  # the script wrote no save folder before it was stopped: pai-launch made none either
         assert not (scene.work / "PAI").exists(), scene.work_listing()
         return
-    shown = status.gather(scene.work / "PAI")
+    shown = gather.gather(scene.work / "PAI")
     assert shown.failures == 0 and shown.exit_reason == "stopped by SIGTERM"
     assert shown.phase == "stopped as asked: exit code 143 (stopped by SIGTERM)"
     assert [(g.number, g.outcome) for g in shown.generations] == [(1, "stopped")]
@@ -97,7 +97,7 @@ def test_a_rank_that_crashes_while_stopped_is_named_but_the_run_is_still_stopped
     assert (stopped["level"], stopped["cause"], stopped["rank"], stopped["exit"]) == ("warning", "SIGTERM", 1, "exit code 3")
     assert stopped["log_line"] == "RuntimeError: teardown failed while stopping"
     assert stopped["exit_codes"]["1"] == 3
-    shown = status.gather(scene.work / "PAI")
+    shown = gather.gather(scene.work / "PAI")
     (generation,) = shown.generations
     assert generation.outcome == "stopped" and shown.failures == 0
     assert "rank 1 had exited with exit code 3 (RuntimeError: teardown failed while stopping)" in generation.detail

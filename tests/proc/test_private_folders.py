@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import privatedir
+from pai_launch.linux import privatedir
 from tests.proc.launch_files import wait_event
 
 pytestmark = [pytest.mark.proc]

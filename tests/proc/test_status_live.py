@@ -12,7 +12,7 @@ import signal
 import psutil
 import pytest
 
-from pai_launch import status as run_status
+from pai_launch.status import gather as run_status
 from tests.helpers import pid_is_live, wait_until
 from tests.proc.conftest import GENERATION_TIMEOUT
 

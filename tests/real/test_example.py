@@ -117,7 +117,7 @@ def test_real_example_in_data_parallel_mode(tmp_path):
 @pytest.mark.timeout(700)
 def test_status_of_the_finished_real_run_and_its_timeline(example_runs, tmp_path):
     """`pai-launch status`'s engine on the real run's save folder: generations, dendrites, the best score, a PNG."""
-    from pai_launch import status as run_status
+    from pai_launch.status import gather as run_status
 
     folder, code, out, err, events, seen, left = example_runs["warm"]
     assert code == 0, err[-4000:]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import adoptions, status
-from pai_launch.config import LaunchSpec
-from pai_launch.record import StateError
+from pai_launch.savefmt import adoptions
+from pai_launch.status import gather
+from pai_launch.core.spec import LaunchSpec
+from pai_launch.savefmt.record import StateError
 from tests.helpers import FAKE_TRAINER
 
 
@@ -92,16 +93,16 @@ def test_resolve_refuses_an_adopted_folder_that_is_gone_unless_fresh(tmp_path):
 
 
 def test_status_without_an_argument_reads_the_adopted_folder_where_the_script_wrote_nothing_in_pai(tmp_path, capsys):
-    assert status.default_folder(tmp_path) == tmp_path / "PAI"  # nothing adopted: the default, as before
+    assert gather.default_folder(tmp_path) == tmp_path / "PAI"  # nothing adopted: the default, as before
     _remember(_spec(tmp_path, "--save-dir", "out/a"), "out/a")
-    assert status.default_folder(tmp_path) == tmp_path / "out" / "a"
+    assert gather.default_folder(tmp_path) == tmp_path / "out" / "a"
     (tmp_path / "PAI" / ".pai-launch").mkdir(parents=True)  # a stray folder of an older pai-launch
-    assert status.default_folder(tmp_path) == tmp_path / "out" / "a"
+    assert gather.default_folder(tmp_path) == tmp_path / "out" / "a"
     (tmp_path / "PAI" / "array_dims.csv").write_text(".fc1,1,32\n")  # a script writes ./PAI: that one
-    assert status.default_folder(tmp_path) == tmp_path / "PAI"
+    assert gather.default_folder(tmp_path) == tmp_path / "PAI"
 
 
 def test_status_without_an_argument_warns_of_a_torn_record_and_reads_pai(tmp_path, capsys):
     adoptions.record_path(tmp_path).write_text("{")
-    assert status.default_folder(tmp_path) == tmp_path / "PAI"
+    assert gather.default_folder(tmp_path) == tmp_path / "PAI"
     assert "pai-launch: warning:" in capsys.readouterr().err

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pai_launch.agent_generation import _log_tail, failures_from_exits, failures_from_torch
-from pai_launch.workers import WorkerExit
+from pai_launch.agent.generation import _log_tail, failures_from_exits, failures_from_torch
+from pai_launch.agent.workers import WorkerExit
 
 COLLATERAL = [-signal.SIGTERM, -signal.SIGKILL, 128 + signal.SIGTERM, 128 + signal.SIGKILL]
 RUN = "pai-abc123_x7y8z9"

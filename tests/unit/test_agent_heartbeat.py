@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
-from pai_launch import agent, agent_generation
-from pai_launch.protocol import GenerationRequest, GenerationResult, cancel_line, ping_line
+from pai_launch.agent import main as agent
+from pai_launch.agent import generation as agent_generation
+from pai_launch.wire.protocol import GenerationRequest, GenerationResult, cancel_line, ping_line
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from pai_launch import children
+from pai_launch.supervise import children
 
 pytestmark = pytest.mark.timeout(30)
 

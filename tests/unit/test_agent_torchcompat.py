@@ -12,7 +12,7 @@ from typing import Optional
 
 import pytest
 
-from pai_launch import agent_torchcompat
+from pai_launch.agent import torchcompat
 
 WANTED = dict(min_nodes=1, max_nodes=1, nproc_per_node=2, run_id="r", rdzv_backend="c10d", rdzv_endpoint="localhost:0",
               max_restarts=0, monitor_interval=0.1, logs_specs=None, shutdown_timeout=5, start_method="spawn")
@@ -62,7 +62,7 @@ class LaunchConfigAnything:
 
 
 def test_an_older_torch_gets_every_keyword_but_the_two_it_lacks():
-    fitted = agent_torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "signals_to_handle": "SIGTERM"})
+    fitted = torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "signals_to_handle": "SIGTERM"})
     assert fitted.missing == ("shutdown_timeout", "signals_to_handle")
     assert not fitted.has_shutdown_timeout
     assert set(fitted.kwargs) == set(WANTED) - {"shutdown_timeout"}
@@ -70,17 +70,17 @@ def test_an_older_torch_gets_every_keyword_but_the_two_it_lacks():
 
 
 def test_a_recent_torch_gets_everything():
-    fitted = agent_torchcompat.config_kwargs(LaunchConfig213, WANTED)
+    fitted = torchcompat.config_kwargs(LaunchConfig213, WANTED)
     assert fitted.missing == () and fitted.has_shutdown_timeout
     assert fitted.kwargs == WANTED
     assert LaunchConfig213(**fitted.kwargs).shutdown_timeout == 5
 
 
 def test_a_constructor_signature_counts_where_there_are_no_dataclass_fields():
-    fitted = agent_torchcompat.config_kwargs(LaunchConfigPlain, {**WANTED, "local_addr": "10.0.0.1"})
+    fitted = torchcompat.config_kwargs(LaunchConfigPlain, {**WANTED, "local_addr": "10.0.0.1"})
     assert fitted.missing == ("shutdown_timeout",)
     LaunchConfigPlain(**fitted.kwargs)
-    assert agent_torchcompat.config_kwargs(LaunchConfigAnything, WANTED).kwargs == WANTED
+    assert torchcompat.config_kwargs(LaunchConfigAnything, WANTED).kwargs == WANTED
 
 
 def test_a_launcher_without_a_required_field_is_refused_in_one_line():
@@ -90,18 +90,18 @@ def test_a_launcher_without_a_required_field_is_refused_in_one_line():
         max_nodes: int
         nproc_per_node: int
 
-    with pytest.raises(agent_torchcompat.UnsupportedTorch, match=r"takes no logs_specs.*torch 2.4 or newer") as caught:
-        agent_torchcompat.config_kwargs(TooOld, WANTED)
+    with pytest.raises(torchcompat.UnsupportedTorch, match=r"takes no logs_specs.*torch 2.4 or newer") as caught:
+        torchcompat.config_kwargs(TooOld, WANTED)
     assert "\n" not in str(caught.value)
 
 
 def test_a_keyword_nobody_knows_is_a_bug_here_not_a_silent_drop():
-    with pytest.raises(agent_torchcompat.UnsupportedTorch, match="no shutdown_grace"):
-        agent_torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "shutdown_grace": 3})
+    with pytest.raises(torchcompat.UnsupportedTorch, match="no shutdown_grace"):
+        torchcompat.config_kwargs(LaunchConfig24, {**WANTED, "shutdown_grace": 3})
 
 
 def test_the_installed_torchs_logs_specs_write_under_the_folder(tmp_path):
-    specs = agent_torchcompat.logs_specs(str(tmp_path))
+    specs = torchcompat.logs_specs(str(tmp_path))
     assert specs.root_log_dir == str(tmp_path)
 
 
@@ -113,19 +113,19 @@ def test_logs_specs_without_the_keywords_the_agent_passes_are_refused(monkeypatc
             pass
 
     monkeypatch.setattr(multiprocessing, "DefaultLogsSpecs", OldLogsSpecs)
-    with pytest.raises(agent_torchcompat.UnsupportedTorch, match="DefaultLogsSpecs takes no redirects, tee"):
-        agent_torchcompat.logs_specs(str(tmp_path))
+    with pytest.raises(torchcompat.UnsupportedTorch, match="DefaultLogsSpecs takes no redirects, tee"):
+        torchcompat.logs_specs(str(tmp_path))
 
 
 def test_signals_to_handle_is_none_where_the_config_has_no_such_field():
-    assert agent_torchcompat.signals_to_handle(LaunchConfig24(1, 1, 1)) is None
-    assert agent_torchcompat.signals_to_handle(LaunchConfig213(1, 1, 1)) == "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+    assert torchcompat.signals_to_handle(LaunchConfig24(1, 1, 1)) is None
+    assert torchcompat.signals_to_handle(LaunchConfig213(1, 1, 1)) == "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 
 
 def test_the_installed_torch_builds_a_config_from_the_agents_keywords():
     from torch.distributed.launcher.api import LaunchConfig
 
-    config = agent_torchcompat.launch_config(dict(WANTED))
+    config = torchcompat.launch_config(dict(WANTED))
     assert isinstance(config, LaunchConfig) and config.nproc_per_node == 2
 
 
@@ -135,7 +135,7 @@ def test_grace_for_close_makes_the_grace_torchs_close_default_in_a_real_process(
     explicit timeout is kept, and a second call only changes the value."""
     probe = textwrap.dedent("""
         from torch.distributed.elastic.multiprocessing import api
-        from pai_launch import agent_torchcompat
+        from pai_launch.agent import torchcompat
         seen = []
         class Probe(api.PContext):
             def __init__(self): self._tail_logs, self.filtered_stdout, self.filtered_stderr = [], None, None
@@ -143,8 +143,8 @@ def test_grace_for_close_makes_the_grace_torchs_close_default_in_a_real_process(
             def _poll(self): return None
             def pids(self): return {}
             def _close(self, death_sig, timeout=30): seen.append((death_sig, timeout))
-        agent_torchcompat.grace_for_close(7)
-        agent_torchcompat.grace_for_close(4)
+        torchcompat.grace_for_close(7)
+        torchcompat.grace_for_close(4)
         Probe().close()
         import signal
         Probe().close(signal.SIGTERM, 12)

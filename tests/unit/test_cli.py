@@ -4,8 +4,9 @@ import queue
 
 import pytest
 
-from pai_launch import cli, startup
-from pai_launch.config import policy_for
+from pai_launch.cli import launch as cli
+from pai_launch.cli import startup
+from pai_launch.core.spec import policy_for
 
 
 @pytest.fixture
@@ -88,14 +89,14 @@ def test_fault_options(launched):
     spec = launched["spec"]
     assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (5, 0.5, 8.0, 600.0, True)
     assert spec.max_failures_given
-    assert policy_for(spec).retry_repeats, "an explicit --max-failures retries a repeated crash up to it"
+    assert policy_for(spec, {}).retry_repeats, "an explicit --max-failures retries a repeated crash up to it"
 
 
 def test_fault_option_defaults(launched):
     assert run(["train.py"]) == 0
     spec = launched["spec"]
     assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (3, 1.0, 60.0, None, False)
-    assert not spec.max_failures_given and not policy_for(spec).retry_repeats
+    assert not spec.max_failures_given and not policy_for(spec, {}).retry_repeats
 
 
 def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import doctor
-from pai_launch.doctor import DoctorError, check_script, exit_code, render_json, render_text
+from pai_launch.doctor import diagnose
+from pai_launch.doctor.diagnose import DoctorError, check_script, exit_code, render_json, render_text
 from tests.unit.doctor_mutations import MUTATIONS, write_broken
 
 pytestmark = pytest.mark.timeout(60)
@@ -159,7 +159,7 @@ def test_a_syntax_error_is_one_line_with_file_and_line(tmp_path):
         check_script(script)
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{script}:3: syntax error")
-    assert doctor.EXIT_PARSE_ERROR == 2
+    assert diagnose.EXIT_PARSE_ERROR == 2
 
 
 def test_unreadable_and_not_utf8_files(tmp_path):
@@ -188,7 +188,7 @@ def test_render_json_round_trips():
                                  "message": f.message, "fix": f.fix} for f in report.findings]
     assert (data["errors"], data["warnings"], data["save_name"], data["resume_stage"]) == (3, 1, "PAI", "switch")
     assert (data["files"], data["unresolved"], data["notes"]) == ([], [], [])
-    assert doctor.Report(data["script"], tuple(doctor.Finding(**f) for f in data["findings"]),
+    assert diagnose.Report(data["script"], tuple(diagnose.Finding(**f) for f in data["findings"]),
                          data["save_name"], data["resume_stage"]) == report
 
 
@@ -393,7 +393,7 @@ def test_import_cycles_and_helpers_that_do_not_parse(tmp_path):
 
 def test_every_doctor_check_a_failure_cause_names_exists():
     """A failed run names its cause with "pai-launch doctor check ID": each such ID is one doctor reports."""
-    from pai_launch import failure_causes
+    from pai_launch.wire import failure_causes
 
     named = {value.id for value in vars(failure_causes).values() if isinstance(value, failure_causes.KnownCause)}
     checked = {i for findings in ONE_PER_CHECK.values() for i, _s, _t in findings}

@@ -1,7 +1,7 @@
 """The line that explains a rank's death, and the known PerforatedAI/DDP causes, from realistic log tails."""
 
-from pai_launch import failure_causes
-from pai_launch.failure_causes import compact, explaining_line, known_cause
+from pai_launch.wire import failure_causes
+from pai_launch.wire.failure_causes import compact, explaining_line, known_cause
 
 GLOO_BUFFERS = """\
 Traceback (most recent call last):

@@ -1,10 +1,10 @@
 """A known failure's cause, fix and doctor check reach the failure event, the run's reason and `pai-launch status`."""
 
-from pai_launch import exitcodes
-from pai_launch.events import Began, GenerationEnded, InitExited, Failure
-from pai_launch.machine import Policy, start, step
-from pai_launch.reports import generation_end
-from pai_launch.status_events import history
+from pai_launch.core import exitcodes
+from pai_launch.core.events import Began, GenerationEnded, InitExited, Failure
+from pai_launch.core.machine import Policy, start, step
+from pai_launch.core.reports import generation_end
+from pai_launch.status.events import history
 from tests.unit.test_failure_causes import FAULTHANDLER_ABORT, GLOO_BUFFERS, RANK_UNSET
 
 POLICY = Policy(grace=10.0, agent_ahead=False, max_failures=1)

@@ -10,8 +10,10 @@ import stat
 
 import pytest
 
-from pai_launch import crossnode, jobsecret, listen
-from pai_launch.crossnode import JobStopped, NodeOutcome, StoreLink
+from pai_launch.wire import crossnode
+from pai_launch.wire import jobsecret
+from pai_launch.linux import listen
+from pai_launch.wire.crossnode import JobStopped, NodeOutcome, StoreLink
 
 pytestmark = pytest.mark.timeout(30)
 

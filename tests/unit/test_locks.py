@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import statedir
-from pai_launch.locks import LockHeld, PathLock, Peer, SaveFolderLock, held_message, trusted
-from pai_launch.record import StateError
+from pai_launch.savefmt import statedir
+from pai_launch.savefmt.locks import LockHeld, PathLock, Peer, SaveFolderLock, held_message, trusted
+from pai_launch.savefmt.record import StateError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -140,7 +140,7 @@ def test_a_socket_that_never_listens_on_the_lock_name_does_not_block_the_folder(
             assert lock.squatted is not None and lock.squatted["holder"] == "a socket that does not listen"
             # The flock still keeps a second pai-launch out, and names the real holder.
             second = subprocess.run(
-                [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.locks import SaveFolderLock\n"
+                [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock\n"
                  "try:\n    SaveFolderLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)", str(save)],
                 capture_output=True, text=True, timeout=30)
             assert f"another pai-launch (PID {os.getpid()})" in second.stdout, second
@@ -163,7 +163,7 @@ def test_our_own_listening_socket_on_the_name_still_refuses_a_second_holder(tmp_
 
 
 def test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_stays(tmp_path):
-    from pai_launch import checkpoint
+    from pai_launch.savefmt import checkpoint
 
     save = tmp_path / "PAI"
     (save / ".pai-launch").mkdir(parents=True)
@@ -184,7 +184,7 @@ def test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_st
 def test_the_path_lock_answers_any_number_of_probes(tmp_path):
     """Each probe's connection is taken and closed: after more probes than the listen backlog, the holder is still
     seen (before, the 18th probe found the backlog full and saw no one)."""
-    from pai_launch.locks import PathLock, peer_of
+    from pai_launch.savefmt.locks import PathLock, peer_of
 
     lock = PathLock(tmp_path)
     lock.acquire()
@@ -202,7 +202,7 @@ def test_a_probe_waits_out_a_full_backlog_while_the_holder_catches_up():
     import socket
     import threading
 
-    from pai_launch.locks import peer_of
+    from pai_launch.savefmt.locks import peer_of
 
     address = f"\0pai-launch/test/backlog/{os.getpid()}"
     holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

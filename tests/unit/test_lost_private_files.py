@@ -4,12 +4,13 @@ before training: never "retrying cannot help"; the failure budget still bounds i
 import json
 import os
 
-from pai_launch import exitcodes, privatedir
-from pai_launch.agent import Output
-from pai_launch.events import Began, Failure, GenerationEnded, InitExited, Tick
-from pai_launch.machine import Phase, Policy, start, step
-from pai_launch.repeats import retry_can_fix
-from pai_launch.protocol import GenerationResult
+from pai_launch.core import exitcodes
+from pai_launch.linux import privatedir
+from pai_launch.agent.main import Output
+from pai_launch.core.events import Began, Failure, GenerationEnded, InitExited, Tick
+from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.repeats import retry_can_fix
+from pai_launch.wire.protocol import GenerationResult
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
 LOST = Failure.launcher(f"FileNotFoundError: [Errno 2] No such file or directory ({privatedir.LOST_NOTE}: "

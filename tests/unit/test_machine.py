@@ -4,16 +4,16 @@ import signal
 
 import pytest
 
-from pai_launch import exitcodes
-from pai_launch.actions import (
+from pai_launch.core import exitcodes
+from pai_launch.core.actions import (
     AdoptSaveFolder, Finish, KillRun, PrepareAgent, ReportStall, ScheduleRetry, SignalRun, StartGeneration, StartInit,
 )
-from pai_launch.events import (
+from pai_launch.core.events import (
     AdoptionRefused, Began, Cause, Failure, GenerationEnded, GenerationRefused, InitExited, MarkerAppeared, SaveActivity,
     SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched, WorkersWaiting,
 )
-from pai_launch.machine import Phase, Policy, start, step
-from pai_launch.outcomes import judge_generation
+from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.outcomes import judge_generation
 
 #: No agents started ahead unless a test asks: they would add PrepareAgent to every history.
 POLICY = Policy(grace=10.0, agent_ahead=False)

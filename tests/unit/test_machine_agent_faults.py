@@ -7,15 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pai_launch import exitcodes
-from pai_launch.actions import (
+from pai_launch.core import exitcodes
+from pai_launch.core.actions import (
     Finish, KillRun, PrepareAgent, ReportAgentHung, ReportStall, ScheduleRetry, SignalRun, StartGeneration,
 )
-from pai_launch.events import (
+from pai_launch.core.events import (
     AgentAnswered, Began, Cause, Failure, GenerationEnded, InitExited, Resumed, SaveActivity, SignalReceived, Tick,
 )
-from pai_launch.machine import Phase, Policy, StopCause, start, step
-from pai_launch.machine_state import HUNG_AGENT_GRACE
+from pai_launch.core.machine import Phase, Policy, StopCause, start, step
+from pai_launch.core.state import HUNG_AGENT_GRACE
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -25,15 +25,15 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from pai_launch.actions import (
+from pai_launch.core.actions import (
     AdoptSaveFolder, Finish, KillRun, PrepareAgent, RecheckProgress, ScheduleRetry, StartGeneration, StartInit,
 )
-from pai_launch.events import (
+from pai_launch.core.events import (
     AdoptionRefused, Began, Failure, GenerationEnded, GenerationRefused, InitExited, JobStoreLost, MarkerAppeared,
     SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched, WorkersWaiting,
 )
-from pai_launch.machine import Phase, Policy, StopCause, start, step
-from pai_launch.machine_state import STOP_SIGNALS
+from pai_launch.core.machine import Phase, Policy, StopCause, start, step
+from pai_launch.core.state import STOP_SIGNALS
 
 pytestmark = pytest.mark.timeout(120)
 

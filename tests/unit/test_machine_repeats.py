@@ -1,9 +1,9 @@
 """A crash that repeats the one before: when it ends the run and when it is retried, from scripted histories."""
 
-from pai_launch import exitcodes
-from pai_launch.actions import ScheduleRetry
-from pai_launch.events import Began, Failure, GenerationEnded, InitExited, SaveActivity, Tick
-from pai_launch.machine import Phase, Policy, start, step
+from pai_launch.core import exitcodes
+from pai_launch.core.actions import ScheduleRetry
+from pai_launch.core.events import Began, Failure, GenerationEnded, InitExited, SaveActivity, Tick
+from pai_launch.core.machine import Phase, Policy, start, step
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
 INIT_OK = InitExited(0, wrote_to="PAI")

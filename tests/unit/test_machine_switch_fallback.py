@@ -4,10 +4,10 @@ the failure budget, so a script that can never save ends with exit 4."""
 
 import pytest
 
-from pai_launch import exitcodes
-from pai_launch.actions import Finish, ScheduleRetry, StartGeneration
-from pai_launch.events import Began, Failure, GenerationEnded, Tick
-from pai_launch.machine import Phase, Policy, start, step
+from pai_launch.core import exitcodes
+from pai_launch.core.actions import Finish, ScheduleRetry, StartGeneration
+from pai_launch.core.events import Began, Failure, GenerationEnded, Tick
+from pai_launch.core.machine import Phase, Policy, start, step
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -39,7 +39,7 @@ def test_every_rank_failing_after_resuming_from_a_switch_file_moves_it_aside_on_
 def test_a_failure_after_training_started_moves_nothing():
     state = start(save_name="PAI")
     state, _ = step(POLICY, state, Began(False, 0.0))
-    from pai_launch.events import SaveActivity
+    from pai_launch.core.events import SaveActivity
     state, _ = step(POLICY, state, SaveActivity(0.5, training=True))
     state, _ = step(POLICY, state, _all_failed("switch_4.pt"))
     state, actions = step(POLICY, state, Tick(100.0))
@@ -96,7 +96,7 @@ def _observer(**kwargs):
 
 
 def test_progress_keeps_only_switch_files_that_pass_the_check():
-    from pai_launch.observer import Observer
+    from pai_launch.supervise.observer import Observer
 
     obs = _observer(bad={"switch_4.pt": "not a checkpoint"})
     assert Observer.checked_progress(obs, ("switch_2.pt", "switch_4.pt"), (), False, 2) == (("switch_2.pt",), ())
@@ -110,7 +110,7 @@ def test_progress_keeps_only_switch_files_that_pass_the_check():
 
 
 def test_every_rank_failing_names_the_switch_file_it_was_started_from():
-    from pai_launch.observer import Observer
+    from pai_launch.supervise.observer import Observer
 
     both = (Failure.worker(0, 1), Failure.worker(1, 1))
     assert Observer.all_failed_loading(_observer(loaded="switch_4.pt"), both) == "switch_4.pt"

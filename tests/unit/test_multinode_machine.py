@@ -4,10 +4,10 @@ progress" waits for a shared file system to settle."""
 
 import signal
 
-from pai_launch import exitcodes
-from pai_launch.actions import AnnounceStop, Finish, RecheckProgress, SignalRun, StartGeneration
-from pai_launch.events import Failure, GenerationEnded, GenerationJoined, SignalReceived, Tick
-from pai_launch.machine import Phase, Policy, start, step
+from pai_launch.core import exitcodes
+from pai_launch.core.actions import AnnounceStop, Finish, RecheckProgress, SignalRun, StartGeneration
+from pai_launch.core.events import Failure, GenerationEnded, GenerationJoined, SignalReceived, Tick
+from pai_launch.core.machine import Phase, Policy, start, step
 from tests.unit.test_machine import replay
 
 MULTI = Policy(grace=10.0, agent_ahead=False, multi_node=True, node_rank=1)
@@ -149,7 +149,7 @@ def test_without_requeue_on_usr1_is_only_passed_on():
 
 
 def test_losing_node_0s_store_stops_the_workers_and_ends_with_exit_1():
-    from pai_launch.events import JobStoreLost
+    from pai_launch.core.events import JobStoreLost
 
     state, _ = replay([JobStoreLost("the job's store process ended", 1.0)], needs_init=False, policy=MULTI)
     assert state.phase is Phase.STOPPING and state.exit_code == exitcodes.LAUNCHER_ERROR
@@ -158,7 +158,7 @@ def test_losing_node_0s_store_stops_the_workers_and_ends_with_exit_1():
 
 
 def test_losing_the_store_while_a_stalled_generation_stops_ends_the_run_instead_of_retrying():
-    from pai_launch.events import JobStoreLost
+    from pai_launch.core.events import JobStoreLost
 
     stalling = Policy(grace=10.0, agent_ahead=False, multi_node=True, stall_timeout=5.0, stall_dump_wait=1.0)
     state, _ = replay([Tick(6.0), Tick(7.5)], needs_init=False, policy=stalling)
@@ -179,8 +179,8 @@ def test_a_job_stopped_by_another_nodes_requeue_signal_is_requeued_here_too():
 
 
 def test_a_stop_carried_by_the_store_watch_stops_a_running_generation_with_the_jobs_signal():
-    from pai_launch.events import JobStopSeen
-    from pai_launch.machine_state import StopCause
+    from pai_launch.core.events import JobStopSeen
+    from pai_launch.core.state import StopCause
 
     state, _ = replay([], needs_init=False, policy=MULTI)
     state, actions = step(MULTI, state, JobStopSeen(signal.SIGTERM, "SIGTERM to node 0's pai-launch", 2.0))
@@ -193,7 +193,7 @@ def test_a_stop_carried_by_the_store_watch_stops_a_running_generation_with_the_j
 
 
 def test_a_stop_carried_by_the_store_watch_between_generations_ends_the_run_at_once():
-    from pai_launch.events import JobStopSeen
+    from pai_launch.core.events import JobStopSeen
 
     state, _ = replay([GenerationEnded(failures=(Failure.worker(0, 1),), now=1.0)], needs_init=False, policy=MULTI)
     assert state.phase is Phase.BACKOFF

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from pai_launch import nodeagent
+from pai_launch.agent import multinode
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,17 +43,17 @@ def _worker(exit_on_term: bool) -> subprocess.Popen:
     return proc
 
 
-def _generation(worker: subprocess.Popen) -> nodeagent.NodeGeneration:
+def _generation(worker: subprocess.Popen) -> multinode.NodeGeneration:
     request = SimpleNamespace(nodes=SimpleNamespace(node_rank=1), grace=3600.0)  # its SIGKILL backstop never fires in the test session
-    generation = nodeagent.NodeGeneration(request, link=None, generation=1)
+    generation = multinode.NodeGeneration(request, link=None, generation=1)
     generation.watch = SimpleNamespace(processes=lambda: [psutil.Process(worker.pid)], ranks={worker.pid: 1})
     return generation
 
 
 @pytest.fixture
 def no_stop_received(monkeypatch):
-    monkeypatch.setattr(nodeagent, "STOP_RECEIVED", [])
-    return nodeagent.STOP_RECEIVED
+    monkeypatch.setattr(multinode, "STOP_RECEIVED", [])
+    return multinode.STOP_RECEIVED
 
 
 def test_a_stop_from_elsewhere_sends_this_nodes_workers_one_sigterm(no_stop_received):

@@ -2,9 +2,10 @@
 
 import pytest
 
-from pai_launch.crossnode import Beats, NodeOutcome, combine, gen_key
-from pai_launch.nodes import Nodes, NodesError, check, generation_rendezvous_id, parse_endpoint, parse_nnodes
-from pai_launch.protocol import WorkerFailure
+from pai_launch.wire.crossnode import Beats, NodeOutcome, combine, gen_key
+from pai_launch.core.nodes import Nodes, NodesError, check, parse_endpoint, parse_nnodes
+from pai_launch.wire.crossnode import generation_rendezvous_id
+from pai_launch.wire.protocol import WorkerFailure
 
 
 @pytest.mark.parametrize("text, expected", [("1", (1, 1)), ("2", (2, 2)), ("1:4", (1, 4)), ("3:3", (3, 3))])

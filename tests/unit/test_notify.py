@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 import uuid
 
-from pai_launch.machine import Phase, Policy, State
-from pai_launch.notify import Notifier, child_env
-from pai_launch.reports import phase_status
+from pai_launch.core.machine import Phase, Policy, State
+from pai_launch.supervise.notify import Notifier, child_env
+from pai_launch.core.reports import phase_status
 
 
 def listen():

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import cli, seconds, startup
-from pai_launch.config import LaunchSpec, PreflightError, preflight
-from pai_launch.nodes import Nodes
+from pai_launch.cli import launch as cli
+from pai_launch.core import seconds
+from pai_launch.cli import startup
+from pai_launch.cli.preflight import preflight
+from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.core.nodes import Nodes
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -30,10 +33,10 @@ def test_every_seconds_option_has_a_range():
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9"])
 def test_status_refuses_a_bad_redraw_interval_in_one_line(capsys, tmp_path, monkeypatch, value):
-    from pai_launch import tools_cli
+    from pai_launch.cli import tools
 
     monkeypatch.chdir(tmp_path)
-    assert tools_cli.run_tool(["status", "--watch", "--interval", value]) == 2
+    assert tools.run_tool(["status", "--watch", "--interval", value]) == 2
     line = _one_error_line(capsys)
     assert line.startswith(f"pai-launch: error: --interval {float(value):g} ") and "e.g. --interval 2" in line, line
 

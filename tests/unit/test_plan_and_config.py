@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import plan
-from pai_launch.config import LaunchSpec, PreflightError, parse_gpu_list, preflight, visible_gpus
+from pai_launch.supervise import plan
+from pai_launch.cli.preflight import parse_gpu_list, preflight, visible_gpus
+from pai_launch.core.spec import LaunchSpec, PreflightError
 
 
 def spec(tmp_path, **overrides):
@@ -28,8 +29,8 @@ def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_
     import queue
     import sys
 
-    from pai_launch.children import PlainProcess
-    from pai_launch.events import Role
+    from pai_launch.supervise.children import PlainProcess
+    from pai_launch.core.events import Role
 
     probe = "import os; print(sorted(k for k in os.environ if k in ('RANK', 'SLURM_PROCID', 'SLURM_JOB_ID', 'KEEP')))"
     base = {"RANK": "3", "SLURM_PROCID": "1", "SLURM_JOB_ID": "77", "KEEP": "1", "PATH": "/usr/bin:/bin"}
@@ -133,7 +134,7 @@ def test_preflight_rejects_a_save_name_that_is_a_file(tmp_path):
 
 
 def test_preflight_checks_writability_with_the_real_access_call(tmp_path, monkeypatch):
-    import pai_launch.config as config
+    import pai_launch.cli.preflight as config
 
     monkeypatch.setattr(config.os, "access", lambda path, mode: False)
     with pytest.raises(PreflightError, match="not writable"):

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import privatedir
-from pai_launch.proctable import ProcessTable
+from pai_launch.linux import privatedir
+from pai_launch.wire import failure_causes
+from pai_launch.supervise.proctable import ProcessTable
 from tests.helpers import REPO, pid_is_live, wait_until
 
 PREFIX = privatedir.PREFIX
@@ -26,7 +27,7 @@ PREFIX = privatedir.PREFIX
 #: exec'd child (every fd passed on that may be) outlives the owner.
 OWNER = textwrap.dedent("""
     import os, subprocess, sys
-    from pai_launch import privatedir
+    from pai_launch.linux import privatedir
     folder = privatedir.create(privatedir.PREFIX + f"{os.getpid()}-", sys.argv[1])
     if sys.argv[2] == "fork-child":
         child = os.fork()
@@ -71,7 +72,7 @@ def test_a_folder_whose_owner_lives_is_kept_and_removed_once_the_owner_is_gone(t
 
 def test_a_sweep_in_another_pid_namespace_keeps_a_live_runs_folder(tmp_path):
     owner, (path,) = start_owner(tmp_path)
-    sweep = ("from pai_launch import privatedir; import sys; "
+    sweep = ("from pai_launch.linux import privatedir; import sys; "
              "print(len(privatedir.remove_abandoned([sys.argv[1]])))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "supervisor"), str(REPO)])}
     try:
@@ -162,8 +163,8 @@ def test_a_launcher_error_names_the_private_path_that_is_gone(tmp_path):
     gone = tmp_path / "pymp-x" / "listener-1"
     error = "FileNotFoundError: [Errno 2] No such file or directory"
     noted = privatedir.with_lost_note(error, [str(tmp_path), None, str(gone)])
-    assert noted.startswith(error) and str(gone) in noted and privatedir.lost_in(noted)
+    assert noted.startswith(error) and str(gone) in noted and failure_causes.lost_private_file(noted)
     assert privatedir.with_lost_note(error, [str(tmp_path)]) == error
-    assert not privatedir.lost_in(error)
-    assert privatedir.lost_in(f"FileNotFoundError: [Errno 2] No such file or directory: '/tmp/{PREFIX}5-x/pymp-y/l'")
-    assert not privatedir.lost_in("FileNotFoundError: [Errno 2] No such file or directory: '/usr/bin/python9'")
+    assert not failure_causes.lost_private_file(error)
+    assert failure_causes.lost_private_file(f"FileNotFoundError: [Errno 2] No such file or directory: '/tmp/{PREFIX}5-x/pymp-y/l'")
+    assert not failure_causes.lost_private_file("FileNotFoundError: [Errno 2] No such file or directory: '/usr/bin/python9'")

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from pai_launch.protocol import GenerationRequest, GenerationResult, WorkerFailure
+from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
 
 
 def _request(**overrides) -> GenerationRequest:

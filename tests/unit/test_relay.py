@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.relay import Limits, LogRelay, label_lines, prefixed, split_lines
+from pai_launch.agent.relay import Limits, LogRelay, label_lines, prefixed, split_lines
 from tests.helpers import wait_until
 
 RUN = "pai-abc123_x7y8z9"

@@ -10,10 +10,10 @@ import sys
 import tempfile
 import time
 
-from pai_launch.config import LaunchSpec
-from pai_launch.events import SignalReceived
-from pai_launch.runner import Runner
-from pai_launch.session import SaveSession
+from pai_launch.core.spec import LaunchSpec
+from pai_launch.core.events import SignalReceived
+from pai_launch.supervise.runner import Runner
+from pai_launch.supervise.session import SaveSession
 from tests.helpers import FAKE_TRAINER
 
 

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from pai_launch import safeopen
-from pai_launch.atomic import write_atomically
+from pai_launch.savefmt import safeopen
+from pai_launch.savefmt.atomic import write_atomically
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -108,7 +108,7 @@ def test_real_folder_refuses_a_link_to_a_folder(tmp_path):
 
 
 def test_waiting_for_a_file_to_show_never_blocks_on_a_pipe_in_its_place(tmp_path):
-    from pai_launch import savedir
+    from pai_launch.savefmt import savedir
 
     os.mkfifo(tmp_path / "coordinator")
     assert savedir.wait_shown(tmp_path / "coordinator", 0.1) is False
@@ -117,7 +117,7 @@ def test_waiting_for_a_file_to_show_never_blocks_on_a_pipe_in_its_place(tmp_path
 
 
 def test_a_directory_where_the_lock_belongs_is_named_as_one_not_as_a_permission_problem(tmp_path):
-    from pai_launch.session import folder_error
+    from pai_launch.supervise.session import folder_error
 
     (tmp_path / "lock.node0").mkdir()
     message = folder_error(tmp_path, IsADirectoryError(21, "Is a directory", str(tmp_path / "lock.node0")))
@@ -127,7 +127,7 @@ def test_a_directory_where_the_lock_belongs_is_named_as_one_not_as_a_permission_
 
 
 def test_a_pipe_as_the_adoption_record_is_refused_without_blocking(tmp_path):
-    from pai_launch import adoptions
+    from pai_launch.savefmt import adoptions
 
     os.mkfifo(tmp_path / adoptions.RECORD_NAME)
     with pytest.raises(adoptions.AdoptionRecordError, match=r"is a named pipe \(FIFO\), not a regular file"):
@@ -135,13 +135,13 @@ def test_a_pipe_as_the_adoption_record_is_refused_without_blocking(tmp_path):
 
 
 def test_quarantine_refuses_a_link_in_place_of_its_folder_and_moves_nothing(tmp_path):
-    from pai_launch import checkpoint
+    from pai_launch.savefmt import checkpoint
 
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / ".pai-launch").mkdir()
     (tmp_path / ".pai-launch" / "quarantine").symlink_to(tmp_path / "elsewhere")
     (tmp_path / "switch_2.pt").write_bytes(b"torn")
-    from pai_launch.statedir import UnsafeStateDir
+    from pai_launch.savefmt.statedir import UnsafeStateDir
 
     with pytest.raises(UnsafeStateDir, match="quarantine is a symbolic link"):
         checkpoint.quarantine(tmp_path, "switch_2.pt")

@@ -3,7 +3,7 @@
 import os
 import time
 
-from pai_launch import savedir
+from pai_launch.savefmt import savedir
 
 
 def test_switch_numbers():

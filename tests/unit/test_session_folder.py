@@ -9,10 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from pai_launch.config import LaunchSpec
-from pai_launch.logs import EventsFile
-from pai_launch.machine_state import Phase, State
-from pai_launch.session import INIT_RUN, SaveSession, removed_message
+from pai_launch.core.spec import LaunchSpec
+from pai_launch.supervise.logs import EventsFile
+from pai_launch.core.state import Phase, State
+from pai_launch.supervise.session import INIT_RUN, SaveSession, removed_message
 from tests.helpers import FAKE_TRAINER
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pai_launch.record import RecordStore, RunRecord, StateError, plain_save_name, record_problem
+from pai_launch.savefmt.record import RecordStore, RunRecord, StateError, plain_save_name, record_problem
 
 pytestmark = pytest.mark.timeout(30)
 

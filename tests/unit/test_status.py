@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import status as run_status
-from pai_launch.locks import SaveFolderLock
-from pai_launch.status_events import history, parse_lines, refine_start
-from pai_launch.status_live import flock_holders, judge
-from pai_launch.status_model import StatusError
-from pai_launch.status_pai import dendrites, scores
-from pai_launch.status_timeline import score_points, spans
+from pai_launch.status import gather as run_status
+from pai_launch.savefmt.locks import SaveFolderLock
+from pai_launch.status.events import history, parse_lines, refine_start
+from pai_launch.status.live import flock_holders, judge
+from pai_launch.status.model import StatusError
+from pai_launch.savefmt.pai_files import dendrites, scores
+from pai_launch.status.timeline import score_points, spans
 from tests.helpers import REPO, safetensors_bytes, tree_state
 
 pytestmark = pytest.mark.timeout(30)
@@ -403,7 +403,7 @@ def test_timeline_into_a_missing_folder_is_one_line(finished, tmp_path):
 
 
 def test_status_starts_without_torch_or_matplotlib():
-    code = "import sys, pai_launch.status; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
+    code = "import sys, pai_launch.status.gather; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
                           env={**os.environ, "PYTHONPATH": str(REPO / "supervisor")})
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from pai_launch import status as run_status
+from pai_launch.status import gather as run_status
 
 pytestmark = pytest.mark.timeout(30)
 

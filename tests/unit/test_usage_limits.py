@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch import capacity, cli, entry, logspace, plan, startup
-from pai_launch.config import LaunchSpec, PreflightError, preflight
+from pai_launch import entry
+from pai_launch.linux import capacity
+from pai_launch.cli import launch as cli
+from pai_launch.supervise import logspace
+from pai_launch.supervise import plan
+from pai_launch.cli import startup
+from pai_launch.cli.preflight import preflight
+from pai_launch.core.spec import LaunchSpec, PreflightError
 
 pytestmark = pytest.mark.timeout(30)
 

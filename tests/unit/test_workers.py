@@ -18,8 +18,8 @@ import time
 import psutil
 import pytest
 
-from pai_launch import workers
-from pai_launch.workers import WorkerExit, WorkerWatch, rank_of, returncode_of
+from pai_launch.agent import workers
+from pai_launch.agent.workers import WorkerExit, WorkerWatch, rank_of, returncode_of
 from tests.helpers import reap_zombie_children, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -269,7 +269,7 @@ def test_the_forkserver_records_each_reaped_childs_status(tmp_path):
     writes EXITS/<pid> for a child that was killed and for one that exited."""
     script = (
         "import os, signal, sys\n"
-        "from pai_launch import forkprep\n"
+        "from pai_launch.forkserver import server_hooks as forkprep\n"
         f"forkprep.record_exits({str(tmp_path)!r})\n"
         "pids = []\n"
         "for how in ('kill', 'exit'):\n"

@@ -1,0 +1,251 @@
+"""One generation in the agent: torch elastic's `elastic_launch`, with cold or warm workers, and its one result.
+
+Cold workers are fresh interpreters (`python -u SCRIPT ARGS`, torch's binary entrypoint). Warm workers are forks of
+the agent's forkserver (torch's function entrypoint with the forkserver start method) that run the script through
+forkserver.worker_main. Either way c10d rendezvous on a fresh id, max_restarts=0 (pai-launch owns the restart policy).
+
+The result goes out as soon as every worker has exited (the watch), or when torch returns, whichever is first; the
+agent then waits for torch to finish before it takes the next generation. If torch has not returned ABANDON_AFTER
+seconds after the result (a worker that left by os._exit(0), which torch never counts as done; a rendezvous or exit
+barrier waiting for a node that is gone), the agent interrupts it; if it is still not back RETIRE_AFTER seconds
+later, the agent retires: it says so and exits, and the supervisor starts a new one.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import replace
+import signal
+import threading
+import time
+import traceback
+
+from pai_launch.agent import torchcompat
+from pai_launch.wire import failure_causes
+from pai_launch.agent import multinode
+from pai_launch.linux import procs
+from pai_launch.wire.crossnode import stopped_by_launcher
+from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
+from pai_launch.agent.relay import LogRelay
+from pai_launch.agent.workers import WorkerExit, WorkerWatch
+
+_LOG_TAIL_LINES = 20
+ABANDON_AFTER = 1.0
+RETIRE_AFTER = 10.0
+#: Sent by the agent to its own main thread to interrupt a torch launcher that will not return.
+ABANDON_SIGNAL = signal.SIGRTMIN + 4
+
+
+class Abandoned(BaseException):
+    """Raised in the main thread inside elastic_launch once the generation's result is out (BaseException: torch's
+    `except Exception` clauses must not swallow it; its `finally` clauses still clean up)."""
+
+
+_in_torch = threading.Event()
+#: Generations the supervisor cancelled (the run is stopping) before their workers started: they never start them.
+_cancelled: set[int] = set()
+_cancel_lock = threading.Lock()
+
+
+def cancel(generation: int) -> None:
+    """From the request reader: generation `generation` must start no worker if it has not started them yet."""
+    with _cancel_lock:
+        _cancelled.add(generation)
+
+
+def cancelled(generation: int) -> bool:
+    with _cancel_lock:
+        return generation in _cancelled
+
+
+def on_abandon(signum, frame) -> None:
+    if _in_torch.is_set():
+        raise Abandoned()
+
+
+def _log_tail(log_dir: str, local_rank: int) -> str:
+    """The last lines of a rank's stderr (falling back to stdout) from torch's per-rank log files."""
+    for stream in ("stderr.log", "stdout.log"):
+        paths = sorted(glob.glob(os.path.join(log_dir, "**", "attempt_*", str(local_rank), stream), recursive=True))
+        for path in reversed(paths):
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(0, os.SEEK_END)
+                    handle.seek(max(0, handle.tell() - 16384))
+                    lines = handle.read().decode(errors="replace").splitlines()
+            except OSError:
+                continue
+            if any(line.strip() for line in lines):
+                return "\n".join(failure_causes.compact(lines)[-_LOG_TAIL_LINES:])
+    return ""
+
+
+def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
+    """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
+    failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, stopped_by_launcher(e.returncode), e.rank))
+    offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
+    return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
+                               at=e.at + offset) for e in failed)
+
+
+def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple[WorkerFailure, ...]:
+    """torch's failures (rank -> ProcessFailure), root cause first. torch stamps them in whole seconds, when it
+    noticed; the watch saw each exit to the millisecond, so its times decide the order where it has them."""
+    offset = time.time() - time.monotonic()
+
+    def seen_at(failure) -> float:
+        at = watch.exit_time(failure.pid)
+        return float(failure.timestamp) if at is None else at + offset
+
+    ordered = sorted(failed.items(), key=lambda item: (seen_at(item[1]), stopped_by_launcher(item[1].exitcode), item[0]))
+    return tuple(WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank), at=seen_at(f))
+                 for rank, f in ordered)
+
+
+class _RankLabels:
+    """The prefix of a worker's relayed lines: `[rank3]`, and in a multi-node job `[rank3 node1]` (global rank: torch
+    numbers ranks node by node, so it is the group's first rank plus the local rank)."""
+
+    def __init__(self, request: GenerationRequest) -> None:
+        self.nproc = request.nproc
+        self.node = None if request.nodes is None else request.nodes.node_rank
+        self.watch: WorkerWatch | None = None
+
+    def __call__(self, local_rank: int) -> str:
+        if self.node is None:
+            return f"[rank{local_rank}]"
+        group = self.watch.group if self.watch is not None else None
+        rank = f"rank{group[0] * self.nproc + local_rank}" if group is not None else f"local rank {local_rank}"
+        return f"[{rank} node{self.node}]"
+
+
+class _Conclusion:
+    """The generation's one result, whoever gets there first: the worker watch, a peer's verdict or torch. It goes out
+    after the relay's last lines, whose final drain is bounded (relay.Limits.final_drain): however much the ranks
+    printed, the result is never late enough for finished workers to be taken for lingering ones."""
+
+    def __init__(self, out, relay: LogRelay) -> None:
+        self._out, self._relay = out, relay
+        self._lock = threading.Lock()
+        self.sent = threading.Event()
+
+    def send(self, make) -> None:
+        with self._lock:
+            if self.sent.is_set():
+                return
+            self._relay.stop()
+            self._out.result(make())
+            self.sent.set()
+
+
+def run_generation(request: GenerationRequest, out, pool=None) -> None:
+    """Run one generation and send its result through `out` (agent.Output); `pool` (warmpool.WarmPool) for warm workers."""
+    if cancelled(request.generation):  # the run stopped while the request was on its way: no worker starts
+        out.result(GenerationResult(request.generation, log_dir=request.log_dir, cancelled=True))
+        return
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    os.environ.update(request.env)
+    labels = _RankLabels(request)
+    conclusion = _Conclusion(out, LogRelay(request.log_dir, label=labels).start())
+    start_method = "forkserver" if pool is not None else "spawn"
+    generation, node = request.generation, None
+    if request.nodes is not None:
+        entered = multinode.enter(request, out.joined)
+        if isinstance(entered, GenerationResult):
+            conclusion.send(lambda: entered)
+            return
+        link, generation = entered
+        node = multinode.NodeGeneration(request, link, generation)
+        config = multinode.launch_config(request, generation, start_method)
+    else:
+        config = torchcompat.launch_config(dict(
+            min_nodes=1, max_nodes=1, nproc_per_node=request.nproc, run_id=request.elastic_run_id,
+            rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
+            logs_specs=torchcompat.logs_specs(request.log_dir),
+            shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
+        ))
+    if pool is not None:
+        from pai_launch.forkserver import worker_main
+
+        # What torch's launcher puts in its own environment before it starts workers, and so a cold worker sees
+        # (a torch without the option puts nothing there).
+        handled = torchcompat.signals_to_handle(config)
+        if handled is None:
+            os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
+        else:
+            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = handled
+
+        records = os.path.join(request.log_dir, "workers")
+        entrypoint, args = worker_main.run_script, (pool.worker_spec(request, records),)
+        watch_from = {"parent": pool.server_pid, "records": records, "exits": pool.exits}
+    else:
+        entrypoint = request.python
+        args = tuple(procs.dies_with_parent((request.python, *request.args), python=request.python)[1:])
+        watch_from = {}
+
+    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
+        """This node's result (combined with the others' in a multi-node job); a forkserver that died is named as the
+        cause of its workers' exits."""
+        fault = forkserver_fault(pool, generation) if failures or error else None
+        if node is None:
+            conclusion.send(lambda: GenerationResult(generation, failures=failures, error=error,
+                                                     log_dir=request.log_dir, fault=fault))
+        else:
+            conclusion.send(lambda: replace(node.finish(failures, error), fault=fault))
+
+    def all_exited(exits: list[WorkerExit]) -> None:
+        conclude(failures_from_exits(exits, request.log_dir))
+
+    if cancelled(request.generation):  # the last moment before torch starts workers
+        conclusion.send(lambda: GenerationResult(generation, log_dir=request.log_dir, cancelled=True))
+        return
+    watch = WorkerWatch(request.nproc, all_exited, **watch_from)
+    labels.watch = watch
+    if node is not None:
+        node.abort = lambda: conclude((), None)
+        node.start_monitor(watch)
+    returned = threading.Event()
+    threading.Thread(target=_bound_torch, args=(conclusion, returned, out), name="torch-bound", daemon=True).start()
+    _in_torch.set()
+    try:
+        elastic_launch(config, entrypoint)(*args)
+        failures, error = (), None
+    except Abandoned:
+        failures, error = (), "torch's launcher did not return after the generation ended"
+    except ChildFailedError as exc:
+        failures, error = failures_from_torch(exc.failures, watch, request.log_dir), None
+    except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
+        failures, error = (), traceback.format_exception_only(exc)[-1].strip()
+    finally:
+        _in_torch.clear()
+    watch.stop()
+    conclude(failures, error)
+    returned.set()
+
+
+def forkserver_fault(pool, generation: int) -> str | None:
+    """Why the generation's warm workers died, when it is their forkserver's death (their exits, 255 or a signal,
+    are only its consequence); None while the server lives or there is none (cold workers)."""
+    if pool is None or not pool.server_pid or procs.is_running(pool.server_pid):
+        return None
+    return (f"the warm workers' forkserver (pid {pool.server_pid}) died during generation {generation}, and its "
+            f"workers with it; the agent starts a new one for the next generation")
+
+
+def _bound_torch(conclusion: _Conclusion, returned: threading.Event, out) -> None:
+    """Once the result is out, torch gets ABANDON_AFTER seconds to return, then an interruption, then RETIRE_AFTER."""
+    while not conclusion.sent.wait(0.5):
+        if returned.is_set():
+            return
+    if returned.wait(ABANDON_AFTER):
+        return
+    main = threading.main_thread().ident
+    if main is not None:
+        signal.pthread_kill(main, ABANDON_SIGNAL)
+    if returned.wait(RETIRE_AFTER):
+        return
+    out.retiring("torch's launcher did not return after the generation ended")
+    os._exit(0)

@@ -1,0 +1,264 @@
+"""The agent process: one per node for the whole run, the only part of pai-launch that imports torch.
+
+It starts, imports torch's elastic launcher, starts its forkserver (warm workers; see warmpool) unless told to run
+cold, and says it is ready. Then, one at a time, it takes a GenerationRequest from its request pipe, runs that
+generation (agent/generation.py), writes the GenerationResult and says it is ready again. It never runs user code
+itself. It leaves when the supervisor closes the request pipe, and dies with the supervisor.
+
+Lines out, one JSON object each: {"ready": {...}} (the first one says whether workers are warm, and why not),
+{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID, "why": W},
+{"went_cold": WHY} (its forkserver died and its successor failed the self-check), {"retiring": WHY}, {"pong": N}.
+Lines in: a request, or at any time {"stop": ...} (raise the job's stop flag in node 0's store), {"ping": N} (the
+supervisor's heartbeat, answered at once from the request reader, which runs from before torch's import on, so a
+stopped or deadlocked agent is told from a busy one), {"cancel": G} (the run is stopping: generation G starts no
+worker if it has not yet).
+
+Run as: python -m pai_launch.agent.main --request-fd R --result-fd W --parent-pid P [--cold | --preload M1,M2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+import psutil
+
+from pai_launch.agent import generation as agent_generation
+from pai_launch.store import client
+from pai_launch.agent import multinode
+from pai_launch.linux import privatedir
+from pai_launch.linux import procs
+from pai_launch.wire.protocol import GenerationRequest, GenerationResult, StopJob, joined_line, pong_line
+from pai_launch.agent.workers import helper_pids
+
+#: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
+PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3
+
+_dying = False
+
+
+def _on_parent_death(signum, frame) -> None:  # pragma: no cover - exercised by the kill -9 tests
+    # Every thread inherits the parent-death setting, so the kernel sends this signal once per thread: a nested
+    # call would interrupt the sweep below after the workers died and before their orphans were killed.
+    global _dying
+    if _dying:
+        return
+    _dying = True
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
+        except (psutil.Error, OSError):
+            pass
+    os._exit(128 + signal.SIGKILL)
+
+
+def _ignore(signum, frame) -> None:
+    """SIGUSR1/2 are meant for the workers; a handler (not SIG_IGN, which exec would pass on) keeps us alive."""
+
+
+def _arm_parent_watch(parent_pid: int) -> None:
+    signal.signal(PARENT_DIED_SIGNAL, _on_parent_death)
+    procs.set_parent_death_signal(PARENT_DIED_SIGNAL)
+    if os.getppid() != parent_pid:
+        _on_parent_death(PARENT_DIED_SIGNAL, None)
+
+
+class Output:
+    """The result pipe: whole lines, from any thread. A launcher error names the run's private file that is gone, if
+    one is (`private_paths`): then it is a fault a retry can fix (outcomes)."""
+
+    def __init__(self, fd: int, private_paths: Callable[[], Iterable[str]] = tuple) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._private_paths = private_paths
+
+    def _line(self, data: bytes) -> None:
+        with self._lock:
+            try:
+                os.write(self._fd, data)
+            except OSError:
+                pass
+
+    def ready(self, **facts) -> None:
+        """The agent's account of itself, with the torch and Python it runs (torch is imported by now)."""
+        torch = sys.modules.get("torch")
+        facts.setdefault("torch", getattr(torch, "__version__", None))
+        facts.setdefault("python", ".".join(map(str, sys.version_info[:3])))
+        self._line((json.dumps({"ready": facts}) + "\n").encode())
+
+    def joined(self, generation_: int, failures: int) -> None:
+        self._line(joined_line(generation_, failures))
+
+    def result(self, result: GenerationResult) -> None:
+        if result.error:
+            result = replace(result, error=privatedir.with_lost_note(result.error, self._private_paths()))
+        _flush_stdio()
+        self._line(result.to_line())
+
+    def pong(self, seq: int) -> None:
+        self._line(pong_line(seq))
+
+    def stop_raised(self) -> None:
+        self._line(b'{"stop_raised": true}\n')
+
+    def forkserver_restarted(self, pid: int, why: str = "") -> None:
+        self._line((json.dumps({"forkserver_restarted": pid, "why": why}) + "\n").encode())
+
+    def went_cold(self, why: str) -> None:
+        self._line((json.dumps({"went_cold": why}) + "\n").encode())
+
+    def retiring(self, why: str) -> None:
+        self._line((json.dumps({"retiring": why}) + "\n").encode())
+
+
+def _flush_stdio() -> None:
+    """The workers' last relayed lines out; a console that is gone (closed, a broken pipe, a full disk) is no fault of
+    the generation's."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def send_stop(line: bytes) -> None:
+    data = json.loads(line).get("stop")
+    if not data:
+        return
+    stop = StopJob(**data)
+    multinode.STOP_RECEIVED.append((stop.signum, stop.reason))
+    try:
+        client.raise_stop_flag(stop)
+    except Exception:  # noqa: BLE001 - the store may be gone already: nothing left to tell
+        pass
+
+
+def _read_requests(fd: int, requests: queue.Queue, out: Output) -> None:
+    """Requests go to the main loop; a stop is handled here at once, even mid-generation. EOF: None."""
+    buffer = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            requests.put(None)
+            return
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.startswith(b'{"ping"'):
+                out.pong(json.loads(line)["ping"])
+            elif line.startswith(b'{"cancel"'):
+                agent_generation.cancel(json.loads(line)["cancel"])
+            elif line.startswith(b'{"stop"'):
+                send_stop(line)
+                out.stop_raised()
+            elif line.strip():
+                requests.put(line)
+
+
+def _warm_up(options, out: Output):
+    """The forkserver, or cold workers (--cold, or a self-check that failed); tells the supervisor which."""
+    started = time.monotonic()
+    if options.cold:
+        out.ready(warm=False, why="--cold", preloaded=[], took_s=0.0, helpers=[])
+        return None
+    from pai_launch.agent import warmpool
+
+    preload = tuple(name for name in options.preload.split(",") if name) if options.preload is not None \
+        else warmpool.DEFAULT_PRELOAD
+    try:
+        pool, why = warmpool.start(preload, tuple(options.cold_path))
+    except Exception as exc:  # noqa: BLE001 - a forkserver that cannot start means cold workers, not no run
+        pool, why = None, f"the forkserver did not start: {type(exc).__name__}: {exc}"
+    took = round(time.monotonic() - started, 2)
+    if pool is None:
+        _stop_resource_tracker()  # started for the forkserver; a cold agent's only children are its workers
+        out.ready(warm=False, why=why, preloaded=[], took_s=took, helpers=helper_pids())
+    else:
+        out.ready(warm=True, why=why, preloaded=list(pool.preloaded), missing=list(pool.missing),
+                  forkserver=pool.server_pid, took_s=took, helpers=helper_pids())
+    return pool
+
+
+def _stop_resource_tracker() -> None:
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker._resource_tracker._stop()
+    except Exception:  # noqa: BLE001 - it dies with us anyway (its pipe closes)
+        pass
+
+
+def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pai_launch.agent.main")
+    parser.add_argument("--request-fd", type=int, required=True)
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--cold", action="store_true")
+    parser.add_argument("--preload", default=None, help="comma-separated modules for the forkserver")
+    parser.add_argument("--temp-dir", default=None,
+                        help="where multiprocessing keeps its files (removed by the supervisor)")
+    options = parser.parse_args(argv)
+    if options.temp_dir:
+        import tempfile
+
+        os.makedirs(options.temp_dir, exist_ok=True)
+        tempfile.tempdir = options.temp_dir  # this process only: neither the forkserver nor a worker sees it
+    options.cold_path = cold_path if cold_path is not None else [p for p in sys.path if p]
+    _arm_parent_watch(options.parent_pid)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
+    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, _ignore)
+    signal.signal(agent_generation.ABANDON_SIGNAL, agent_generation.on_abandon)
+    # torch's C++ warnings (a peer's store connection closing, with a stack trace) are noise in the agent; the
+    # workers, which inherit our environment, keep whatever level the user set.
+    user_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    os.environ["TORCH_CPP_LOG_LEVEL"] = user_level or "ERROR"
+    pool = None
+    out = Output(options.result_fd, lambda: (options.temp_dir, *(pool.private_paths() if pool is not None else ())))
+    requests: queue.Queue = queue.Queue()
+    # Before torch's import (seconds): the heartbeat is answered, and a cancel heard, while it runs.
+    threading.Thread(target=_read_requests, args=(options.request_fd, requests, out), name="requests",
+                     daemon=True).start()
+    import torch.distributed.launcher.api  # noqa: F401  - warm up before the first request arrives
+
+    if user_level is None:
+        os.environ.pop("TORCH_CPP_LOG_LEVEL")
+    pool = _warm_up(options, out)
+    while True:
+        line = requests.get()
+        if line is None:
+            break
+        request = GenerationRequest.from_line(line)
+        if pool is not None:
+            restarted, problem = pool.ensure()
+            if restarted and problem is None:
+                out.forkserver_restarted(pool.server_pid, pool.restarted_why)
+            if problem is not None:
+                pool.stop()
+                for key in pool.added_env:  # cold workers inherit the agent's environment: none of the server's
+                    os.environ.pop(key, None)
+                pool = None
+                _stop_resource_tracker()
+                out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
+        agent_generation.run_generation(request, out, pool)
+        out.ready()
+    if pool is not None:
+        pool.stop()  # the server exits and is reaped, so nothing is left for the supervisor's sweep
+    _stop_resource_tracker()
+    _flush_stdio()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""One generation of a multi-node job, in the agent process (see crossnode.py for the agreement).
+
+The agent joins the generation node 0 opened, rendezvouses through torch's c10d handler in the job's
+store (is_host=False: no generation's agent owns the store), watches its peers while the workers
+run, and reports the outcome every node agreed on. Its workers are stopped within a few seconds when
+a peer fails, is lost, or the job is stopped, not after a collective's timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import psutil
+
+from pai_launch.agent import torchcompat
+from pai_launch.wire import crossnode
+from pai_launch.savefmt import savedir
+from pai_launch.store.client import connect
+from pai_launch.wire.crossnode import JobStopped, Member, NodeOutcome, StoreLink, StoreLost
+from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
+
+GENERATION_ENV = "PAI_LAUNCH_GENERATION"
+#: Set by the agent when its pai-launch sends StopJob: this node's own workers are being stopped with the job.
+STOP_RECEIVED: list[tuple[int, str]] = []
+#: With --nnodes MIN:MAX, how long a rendezvous that reached MIN waits for more nodes.
+LAST_CALL = 5.0
+
+
+def stop_workers(workers, grace: float) -> None:
+    """SIGTERM every worker's process group now, SIGKILL what is left after `grace` (`workers()`: the processes)."""
+    def send(signum: int) -> None:
+        for child in workers():
+            try:
+                os.killpg(child.pid, signum)
+            except OSError:
+                pass
+
+    send(signal.SIGTERM)
+    timer = threading.Timer(max(grace, 0.1), send, args=(signal.SIGKILL,))
+    timer.daemon = True
+    timer.start()
+
+
+class NodeGeneration:
+    """This node's part in generation `generation`: peers watched from a thread, one combined outcome."""
+
+    def __init__(self, request: GenerationRequest, link: StoreLink, generation: int) -> None:
+        assert request.nodes is not None
+        self.request, self.nodes, self.link, self.generation = request, request.nodes, link, generation
+        self.host = socket.gethostname()
+        self.watch = None
+        self.stopped_by: JobStopped | None = None
+        self.lost: dict[int, str] = {}
+        self.store_error: str | None = None
+        #: Our workers were stopped because of something elsewhere: their exits are collateral.
+        self.we_stopped = False
+        self.registered_at: float | None = None
+        #: time.time() when this agent stopped its workers because of something elsewhere.
+        self.stopped_at: float | None = None
+        #: A peer's problem that retrying cannot fix, seen before this node's workers ran.
+        self.peer_fatal: str | None = None
+        #: Called when the generation must end while no worker has started yet (the agent is still in torch's
+        #: rendezvous, which would wait out --rdzv-timeout): reports and leaves.
+        self.abort = None
+        self._last_scan = 0.0
+        self._expected = 0
+        self._members: dict[int, Member] = {}
+        self._register_lock = threading.Lock()
+        self._beats = crossnode.Beats()
+        self._done = threading.Event()
+
+    # --- while the workers run -------------------------------------------------------------------------
+    def start_monitor(self, watch) -> None:
+        self.watch = watch
+        threading.Thread(target=self._monitor, name="node-monitor", daemon=True).start()
+
+    def _stop_local(self) -> None:
+        if not self.we_stopped:
+            self.we_stopped = True
+            self.stopped_at = time.time()
+            if not STOP_RECEIVED:  # else this node's pai-launch is stopping the job and signals its own workers, once
+                stop_workers(self.watch.processes if self.watch is not None else psutil.Process().children,
+                             self.request.grace)
+        if self.abort is not None and self.watch is not None and not self.watch.ranks:
+            self.abort()
+
+    def _register(self, now: float, *, final: bool = False) -> None:
+        """Once the workers' group is known (their environment shows it): this node is a member of the generation.
+
+        `final`: the workers are gone already; if none was seen long enough to read its group, assume the
+        smallest job torch would have formed."""
+        with self._register_lock:
+            if self.registered_at is not None or self.watch is None:
+                return
+            group = self.watch.group
+            if group is None and not final:
+                return
+            group_rank, group_size = group if group is not None else (-1, self.nodes.min_nodes)
+            member = Member(self.nodes.node_rank, self.host, group_rank, tuple(sorted(self.watch.ranks.values())))
+            self._expected = group_size
+            self.link.register(self.generation, member, expected=group_size)
+            self.registered_at = now
+
+    def _refresh_members(self) -> None:
+        if len(self._members) < self._expected:
+            self._members = {m.node: m for m in self.link.members(self.generation, self.nodes.max_nodes)}
+
+    def _monitor(self) -> None:
+        while not self._done.is_set():
+            try:
+                self._check_once(time.monotonic())
+            except JobStopped as stop:
+                self.stopped_by = self.stopped_by or stop
+                self._stop_local()
+            except StoreLost as exc:
+                self.store_error = str(exc)
+                self._stop_local()
+                return
+            except Exception as exc:  # noqa: BLE001 - a bug here must end the generation, not leave it unwatched
+                self.store_error = f"the node monitor failed: {crossnode.one_line(exc)}"
+                self._stop_local()
+                return
+            # Quick until this node is registered: a peer that dies early should still be named.
+            self._done.wait(crossnode.BEAT_INTERVAL if self.registered_at is not None else 0.02)
+
+    def _check_once(self, now: float) -> None:
+        self.link.beat(self.generation)
+        if self.stopped_by is None:
+            self.link.check_stop()
+        self._register(now)
+        if self.registered_at is None:
+            if now - self._last_scan >= crossnode.BEAT_INTERVAL:  # a peer that cannot run this job (folder not shared)
+                self._last_scan = now
+                for node in range(self.nodes.max_nodes):
+                    outcome = self.link.outcome(self.generation, node) if node != self.nodes.node_rank else None
+                    if outcome is not None and outcome.fatal:
+                        self.peer_fatal = outcome.fatal
+                        self._stop_local()
+            return
+        self._refresh_members()
+        for node in list(self._members):
+            if node == self.nodes.node_rank or node in self.lost:
+                continue
+            self._beats.update(node, self.link.beat_count(self.generation, node), now)
+            outcome = self.link.outcome(self.generation, node)
+            if outcome is not None and crossnode.peer_failed(outcome):
+                self._stop_local()
+        for node in self._beats.lost(now):
+            if node not in self.lost and self.link.outcome(self.generation, node) is None:
+                self.lost[node] = f"({self._members[node].host}) stopped responding: no heartbeat for {crossnode.LOST_AFTER:.0f} s"
+                self._stop_local()
+        if len(self._members) < self._expected and now - self.registered_at >= crossnode.LOST_AFTER:
+            missing = self._expected - len(self._members)
+            self.lost.setdefault(-1, f"{missing} node(s) of the rendezvous never reported in (their pai-launch or "
+                                     "machine is gone)")
+            self._stop_local()
+
+    # --- once the workers are gone ----------------------------------------------------------------------
+    def finish(self, failures: tuple[WorkerFailure, ...], error: str | None) -> GenerationResult:
+        """Publish this node's outcome, read every member's, and return the combined result."""
+        stopped_at = self.stopped_at if self.stopped_at is not None else float("inf")
+        local = tuple(
+            WorkerFailure(f.rank, f.returncode, f.pid, f.log_tail, node=self.nodes.node_rank, host=self.host, at=f.at,
+                          collateral=f.at >= stopped_at - 0.05 or (index > 0 and crossnode.stopped_by_launcher(f.returncode)))
+            for index, f in enumerate(failures)
+        )
+        stopping = STOP_RECEIVED[0] if STOP_RECEIVED else None
+        outcome = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=stopping)
+        outcomes = {self.nodes.node_rank: outcome}
+        if self.watch is not None and not self.watch.ranks and not failures:
+            # No worker ever ran here (the rendezvous failed, or the job ended before it did): nobody waits for this
+            # node's outcome, and nobody may join this generation any more.
+            self._done.set()
+            try:
+                self.link.abandon(self.generation)
+            except StoreLost:
+                pass
+            if self.stopped_by is not None:
+                return GenerationResult(self.generation, log_dir=self.request.log_dir, stopped_signal=self.stopped_by.signum,
+                                        stopped_reason=self.stopped_by.reason)
+            fatal = self.peer_fatal
+            why = error or self.store_error or "the generation ended before this node's workers started"
+            return GenerationResult(self.generation, error=None if fatal else why, fatal=fatal, log_dir=self.request.log_dir)
+        try:
+            self._register(time.monotonic(), final=True)
+            self.link.publish(self.generation, outcome)
+            if self.stopped_by is None:
+                outcomes = self._gather(outcome)
+            if self.stopped_by is None:
+                self.link.check_stop()  # a stop raised while we gathered still wins over the failures it caused
+        except JobStopped as stop:
+            self.stopped_by = stop
+        except StoreLost as exc:
+            self.store_error = self.store_error or str(exc)
+        if self.stopped_by is None:
+            stopping = next((o.stopping for o in outcomes.values() if o.stopping is not None), None)
+            if stopping is not None:  # a node was stopping the job when its workers ended: they were stopped, not failed
+                self.stopped_by = JobStopped(*stopping)
+        # Decided: what the peers did from here on (node 0 leaving once everyone has read) changes nothing.
+        self._done.set()
+        lost, store_error = dict(self.lost), self.store_error
+        try:
+            self.link.decided(self.generation)
+            if self.nodes.node_rank == 0:
+                self._wait_read(len(outcomes))
+        except StoreLost:
+            pass
+        if store_error and self.stopped_by is None:
+            lost[0] = f"(the job's store at {self.nodes.host}:{self.nodes.port}) is gone: {store_error}"
+        combined = crossnode.combine(list(outcomes.values()), lost)
+        members = max(1, len(self._members))
+        if self.stopped_by is not None:
+            return GenerationResult(self.generation, failures=combined.failures, log_dir=self.request.log_dir,
+                                    stopped_signal=self.stopped_by.signum, stopped_reason=self.stopped_by.reason,
+                                    members=members)
+        return GenerationResult(self.generation, failures=combined.failures, error=combined.error,
+                                log_dir=self.request.log_dir, fatal=combined.fatal, members=members)
+
+    def _gather(self, own: NodeOutcome) -> dict[int, NodeOutcome]:
+        outcomes = {own.node: own}
+        while True:
+            self._refresh_members()
+            pending = [node for node in self._members if node not in outcomes and node not in self.lost]
+            for node in pending:
+                found = self.link.outcome(self.generation, node)
+                if found is not None:
+                    outcomes[node] = found
+            if self.store_error or self.stopped_by is not None:
+                return outcomes
+            if all(node in outcomes or node in self.lost for node in self._members) and (
+                    len(self._members) >= self._expected or -1 in self.lost):
+                return outcomes
+            time.sleep(0.1)
+
+    def _wait_read(self, count: int) -> None:
+        """Node 0 serves the store: give the others a moment to read the outcome before this node moves on."""
+        deadline = time.monotonic() + crossnode.READ_WAIT
+        while self.link.read_count(self.generation) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | GenerationResult:
+    """Connect to the job's store and take this node's generation; a GenerationResult when that fails."""
+    nodes = request.nodes
+    assert nodes is not None
+    where = f"{nodes.host}:{nodes.port}"
+    try:
+        link = StoreLink(connect(nodes.host, nodes.port, nodes.rdzv_timeout), nodes.node_rank, nodes.secret)
+    except Exception as exc:  # noqa: BLE001 - torch's connect timeout
+        detail = crossnode.one_line(exc)
+        return GenerationResult(request.generation, error=f"cannot reach the job's store at {where} within "
+                                f"{nodes.rdzv_timeout:g} s (node 0's pai-launch serves it): {detail}", log_dir=request.log_dir)
+    try:
+        generation, failures = link.enter(request.generation, nodes.node_rank == 0, nodes.failures)
+    except JobStopped as stop:
+        return GenerationResult(request.generation, stopped_signal=stop.signum, stopped_reason=stop.reason,
+                                log_dir=request.log_dir)
+    except StoreLost as exc:
+        return GenerationResult(request.generation, error=f"the job's store at {where} went away: {exc}", log_dir=request.log_dir)
+    joined(generation, failures)
+    os.environ[GENERATION_ENV] = str(generation)
+    if nodes.node_rank != 0 and not savedir.wait_shown(os.path.join(nodes.save_dir, savedir.INIT_OUTPUT), nodes.fs_settle):
+        fatal = (f"node 0 started generation {generation}, but {nodes.save_dir}/{savedir.INIT_OUTPUT} (its init run's output) is not "
+                 f"visible on this node after {nodes.fs_settle:g} s: the save folder must be on a file system every node shares")
+        outcome = NodeOutcome(nodes.node_rank, socket.gethostname(), fatal=fatal)
+        try:
+            link.publish(generation, outcome)
+        except StoreLost:
+            pass
+        return GenerationResult(generation, fatal=fatal, log_dir=request.log_dir)
+    return link, generation
+
+
+def launch_config(request: GenerationRequest, generation: int, start_method: str = "spawn"):
+    nodes = request.nodes
+    assert nodes is not None
+    return torchcompat.launch_config(dict(
+        min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes, nproc_per_node=request.nproc,
+        run_id=crossnode.generation_rendezvous_id(nodes.job_id, generation), rdzv_backend="c10d",
+        rdzv_endpoint=f"{nodes.host}:{nodes.port}",
+        rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
+        max_restarts=0, monitor_interval=0.1, local_addr=nodes.local_addr,
+        logs_specs=torchcompat.logs_specs(request.log_dir),
+        shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
+    ))

@@ -1,0 +1,91 @@
+"""From a valid command line to the runner: the folder adopted for this command, --fresh, an already complete folder,
+the doctor's check, the dry run, the job's coordination, then the run itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import sys
+import time
+
+from pai_launch.savefmt import adoptions
+from pai_launch.linux import capacity
+from pai_launch.core import exitcodes
+from pai_launch.supervise import logs
+from pai_launch.supervise import plan
+from pai_launch.savefmt import savedir
+from pai_launch.core.spec import LaunchSpec
+
+
+def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
+    from pai_launch.supervise.coordination import JobSetupError, open_job
+    from pai_launch.savefmt.record import StateError
+    from pai_launch.supervise.runner import Runner
+    from pai_launch.supervise.session import SaveSession, move_aside
+
+    log = logs.make_logger(spec.log_format)
+    try:
+        spec, adopted = adoptions.resolve(spec)
+        if adopted is not None:
+            log.info("adopted_folder_used", save_folder=adopted.save_name, instead_of=adopted.instead_of,
+                     recorded_in=str(adoptions.record_path(spec.workdir)))
+        if spec.fresh and spec.save_dir.exists():
+            if spec.dry_run:
+                print(f"--fresh: {spec.save_dir} would be moved aside")
+            else:
+                moved = move_aside(spec.save_dir)
+                log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
+        marker_time = savedir.marker_mtime(spec.save_dir)
+        if marker_time is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
+            log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
+                     hint="nothing to do; use --fresh (or another --save-name) to train again")
+            return exitcodes.COMPLETE
+        spec, notes = check_script(spec)
+        crowded = None if spec.data_parallel else capacity.cores_warning(spec.nproc, capacity.usable_cores())
+        if crowded:
+            notes.append(("nproc_above_cores", crowded))
+        session = SaveSession(spec, env)
+        if spec.dry_run:
+            for event, fields in notes:
+                log.warning(event, **fields)
+            load = session.save_name if savedir.has_switches(session.save_dir) else None
+            for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
+                print(line)
+            return exitcodes.COMPLETE
+        spec, job = open_job(spec, session, env, inbox)
+        return Runner(spec, session, inbox, env, visible, job=job, notes=notes).run()
+    except (StateError, JobSetupError) as exc:
+        print(f"pai-launch: error: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+
+
+def check_script(spec: LaunchSpec) -> tuple[LaunchSpec, list[tuple[str, dict]]]:
+    """Run doctor on the script (unless --no-doctor): its errors become warnings for the run's log, never a reason not
+    to start. Returns the spec with --resume-from settled (as given, else the stage doctor read, else switch) and the
+    warnings, as (event, fields)."""
+    stage, notes = None, []
+    if spec.doctor:
+        stage, notes = _doctor_notes(spec)
+    return dataclasses.replace(spec, resume_from=spec.resume_from or stage or "switch"), notes
+
+
+def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]:
+    script = spec.script if spec.script.is_absolute() else spec.workdir / spec.script
+    try:
+        from pai_launch.doctor import diagnose
+
+        report = diagnose.check_script(script, expected_save_name=spec.save_name)
+    except Exception as exc:  # noqa: BLE001 - whatever goes wrong in the checker, the run still starts
+        if type(exc).__name__ == "DoctorError":  # the script cannot be read or parsed
+            return None, [("script_check_failed", {"error": str(exc), "hint": "the script will likely fail to start"})]
+        return None, [("script_check_failed", {"error": f"{type(exc).__name__}: {exc}", "hint": "a bug in the check; "
+                                               "skip it with --no-doctor"})]
+    errors = [f for f in report.findings if f.severity == "error"]
+    notes = [("script_problem", {"id": f.id, "path": f.path, "line": f.line, "problem": f.message, "fix": f.fix})
+             for f in errors]
+    if errors:
+        notes.append(("script_check", {
+            "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),
+            "hint": f"details: pai-launch doctor {plan.script_arg(spec)}; starting anyway (--no-doctor skips the check)"}))
+    return report.resume_stage, notes

@@ -1,0 +1,86 @@
+"""`pai-launch doctor` and `pai-launch status`: read-only tools with their own command lines.
+
+They start nothing and never import torch. Usage errors are one line and exit 2, as for the launch command.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+try:  # recent typer carries its own copy of click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click.exceptions import UsageError
+
+from pai_launch.core import exitcodes
+from pai_launch.core import seconds
+
+tools = typer.Typer(
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+)
+
+
+@tools.command(epilog="Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 the script cannot be read or parsed.")
+def doctor(
+    script: Annotated[Path, typer.Argument(help="The training script to check (read, never run).", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+    save_name: Annotated[Optional[str], typer.Option(
+        "--save-name", envvar="PAI_LAUNCH_SAVE_NAME", show_default=False,
+        help="The --save-name you launch with: a script that saves elsewhere is reported.")] = None,
+) -> int:
+    """Check a training script against the PerforatedAI DDP protocol, with line numbers and fixes."""
+    from pai_launch.doctor import diagnose as checker
+
+    try:
+        report = checker.check_script(script, expected_save_name=save_name)
+    except checker.DoctorError as exc:
+        _error(str(exc))
+        return checker.EXIT_PARSE_ERROR
+    print(checker.render_json(report) if as_json else checker.render_text(report))
+    return checker.exit_code(report)
+
+
+@tools.command(epilog="Exit codes: 0 shown; 2 SAVE is not a save folder (or --timeline cannot be drawn).")
+def status(
+    save: Annotated[Optional[Path], typer.Argument(
+        help="The save folder (default: PAI, or the folder pai-launch adopted here).", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until the run ends or Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between redraws with --watch.")] = 2.0,
+    timeline: Annotated[Optional[Path], typer.Option(
+        "--timeline", show_default=False, help="Also draw the run (generations, gaps, failures, score) into FILE.png.")] = None,
+) -> int:
+    """Where a run stands, from its save folder's files: generations, dendrites, best score, failures, the supervisor."""
+    from pai_launch.status import gather as run_status
+
+    bad_interval = seconds.problem("--interval", interval)
+    if bad_interval:
+        _error(bad_interval)
+        return exitcodes.USAGE
+    return run_status.main(save or run_status.default_folder(Path.cwd()), as_json=as_json, watch=watch,
+                           timeline=timeline, interval=interval)
+
+
+def _error(message: str) -> None:
+    print(f"pai-launch: error: {message}", file=sys.stderr)
+
+
+def run_tool(argv: list[str]) -> int:
+    """Run `doctor ...` or `status ...`: one-line usage errors, exit 2."""
+    command = typer.main.get_command(tools)
+    try:
+        result = command.main(args=argv, prog_name="pai-launch", standalone_mode=False)
+    except UsageError as exc:
+        _error(f"{exc.format_message()} (see pai-launch {argv[0]} --help)")
+        return exitcodes.USAGE
+    except typer.Abort:
+        return exitcodes.for_signal(2)
+    return result if isinstance(result, int) else 0

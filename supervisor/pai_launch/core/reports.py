@@ -1,0 +1,88 @@
+"""What pai-launch says about a run's moments: the log line when a generation ends, and the one-line status a
+service manager shows (systemd's STATUS=), both from the typed state."""
+
+from __future__ import annotations
+
+from pai_launch.wire import failure_causes
+from pai_launch.core.events import Cause, Failure, GenerationEnded
+from pai_launch.core.exitcodes import describe_returncode
+from pai_launch.core.state import Phase, Policy, State
+
+
+def generation_end(event: GenerationEnded, state: State, duration: float) -> tuple[str, dict]:
+    """("generation_ended" | "generation_failed" | "generation_stopped", fields): a failure's root cause first, named
+    by rank and exit. A generation ended by a stop that was asked for (a stop signal here, or the job stopped from
+    another node) is stopped, not failed, whatever its workers' exits."""
+    fields = dict(generation=state.generation, duration_s=duration, complete=event.complete, switch_files=list(event.progressed))
+    if event.stopped is not None:
+        return "generation_stopped", {**fields, "cause": event.stopped[1], "reason": f"the job was stopped: {event.stopped[1]}",
+                                      **stop_fields(event)}
+    if state.stopped_by is not None:
+        return "generation_stopped", {**fields, "cause": state.stopped_by, "reason": state.reason, **stop_fields(event)}
+    if event.fatal is not None:
+        return "generation_failed", {**fields, "error": event.fatal}
+    if not event.failures:
+        return "generation_ended", {**fields, "exit": "all workers exited 0"}
+    first = event.failures[0]
+    if first.cause is Cause.WORKER:
+        where = {} if first.node is None else {"node": first.node, "host": first.host}
+        return "generation_failed", {**fields, "rank": first.rank, **where, "exit": describe_returncode(first.returncode or 0),
+                                     "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
+                                     "exit_codes": {str(f.rank): f.returncode for f in event.failures
+                                                    if f.cause is Cause.WORKER and f.returncode is not None},
+                                     "reached_training": state.current.reached_training,
+                                     **failure_causes.fields(first.log_tail)}
+    return "generation_failed", {**fields, "error": first.detail}
+
+
+def own_crash(failure: Failure) -> bool:
+    """A rank that exited with a code of its own (1..127) during a stop: a crash the stop does not explain (a stopped
+    worker dies of the signal, or exits 128+N from its handler; a killed agent is the stop's doing too)."""
+    return failure.cause is Cause.WORKER and failure.returncode is not None and 0 < failure.returncode < 128
+
+
+def stop_fields(event: GenerationEnded) -> dict:
+    """What a stopped generation's log line says of its workers: each rank's exit code, and a rank that crashed of
+    its own (the first) with the line that explains it, so that a crash just before the stop is not lost."""
+    workers = [f for f in event.failures if f.cause is Cause.WORKER and f.returncode is not None]
+    fields: dict = {"exit_codes": {str(f.rank): f.returncode for f in workers}} if workers else {}
+    crashed = next((f for f in event.failures if own_crash(f)), None)
+    if crashed is not None:
+        where = {} if crashed.node is None else {"node": crashed.node, "host": crashed.host}
+        fields.update(rank=crashed.rank, **where, exit=describe_returncode(crashed.returncode or 0),
+                      **failure_causes.fields(crashed.log_tail))
+    return fields
+
+
+def dendrite_verdict(generation: int, before: int, after: int, files: tuple[str, ...]) -> tuple[str, dict]:
+    """("dendrites_added" | "dendrites_rejected", fields) for a generation that wrote `files` (switch_*.pt), from the
+    dendrite count before and after it (savefmt.pai_files.dendrites, read once its workers are gone: PerforatedAI writes
+    param_counts.csv after the switch file). A switch file without more dendrites is PerforatedAI rejecting them: the
+    validation score did not improve, so it kept the model from before them and wrote (or rewrote) the switch file."""
+    fields = dict(generation=generation, dendrites=after, switch_files=list(files))
+    if after > before:
+        return "dendrites_added", {**fields, "added": after - before}
+    hint = ("PerforatedAI kept no new dendrite (the validation score did not improve with them) and wrote the switch "
+            "file to go on from the model it kept")
+    return "dendrites_rejected", {**fields, **({"taken_back": before - after} if after < before else {}), "hint": hint}
+
+
+def phase_status(state: State, policy: Policy, dendrites: int | None = None) -> str:
+    """One line for `systemctl status`: what the run is doing now (and the dendrites so far, as status counts them)."""
+    if state.phase is Phase.INIT:
+        return "init run (--perforate_model_parallel)"
+    if state.phase is Phase.ADOPTING:
+        return "moving into the save folder the init run wrote to"
+    if state.phase is Phase.TRAINING:
+        retry = f" (after {state.failures} failed attempt(s))" if state.failures else ""
+        grown = "" if dendrites is None else f"; {dendrites} dendrite{'' if dendrites == 1 else 's'}"
+        return f"generation {state.generation} running{retry}{grown}"
+    if state.phase is Phase.SETTLING:
+        return "every worker exited 0; waiting for the shared save folder to show their files"
+    if state.phase is Phase.BACKOFF:
+        return f"retrying after failure {state.failures} of {policy.max_failures}: {state.reason}"
+    if state.phase is Phase.STOPPING:
+        return f"stopping: {state.reason}"
+    if state.phase is Phase.DONE:
+        return f"finished with exit code {state.exit_code}: {state.reason}"
+    return "starting"

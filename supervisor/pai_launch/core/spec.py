@@ -1,0 +1,124 @@
+"""The launch specification built from the command line, and the policy the state machine follows from it.
+
+Pure values: cli.preflight checks a spec against the machine before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pai_launch.core.state import Policy
+from pai_launch.core.nodes import Nodes
+
+RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
+#: --resume-from's choices: the checkpoint a restart resumes from.
+RESUME_STAGES = ("switch", "latest")
+LOG_FORMATS = ("auto", "console", "json")
+#: Seconds the agent running a generation may leave pai-launch's heartbeat unanswered before it is a hung agent.
+AGENT_SILENCE = 30.0
+#: For pai-launch's own tests only: a shorter bound than AGENT_SILENCE (seconds), so a hung agent is found quickly.
+AGENT_SILENCE_TEST_ENV = "PAI_LAUNCH_TEST_AGENT_SILENCE"
+#: How long a file written on another node may take to show up here: NFS caches directory attributes
+#: for up to 30 s by default (acdirmin). Used with --nnodes above 1 or --poll; 0 on one machine.
+SHARED_FS_SETTLE = 30.0
+
+
+class PreflightError(Exception):
+    """A problem with the command line or the machine, found before anything started."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything one pai-launch run needs to know, resolved from the command line.
+
+    `workdir` (where the script runs and the save folder lives) and `python` (the interpreter for the
+    script and the agent) are always given: nothing here is taken from the calling process.
+    """
+
+    script: Path
+    workdir: Path
+    python: str
+    script_args: tuple[str, ...] = ()
+    nproc: int = 1
+    save_name: str = "PAI"
+    save_name_given: bool = False
+    #: save_name comes from the record of adopted folders; this was the command's own (its key in that record).
+    adopted_from: str | None = None
+    gpus: tuple[str, ...] | None = None
+    grace: float = 30.0
+    log_format: str = "auto"
+    log_dir: Path | None = None
+    poll: bool = False
+    reinit: bool = False
+    data_parallel: bool = False
+    dry_run: bool = False
+    fresh: bool = False
+    max_failures: int = 3
+    #: --max-failures was given: the user asked for retries (DataParallel runs are retried only then).
+    max_failures_given: bool = False
+    backoff: float = 1.0
+    backoff_max: float = 60.0
+    stall_timeout: float | None = None
+    nodes: Nodes = Nodes()
+    #: --requeue-on: the signal on which the Slurm job is stopped and requeued; None: off.
+    requeue_on: int | None = None
+    slurm_job_id: str | None = None
+    #: SLURM_RESTART_COUNT: how many times Slurm has requeued this job (0 on its first run).
+    slurm_restart_count: int = 0
+    #: Running as a task of a Slurm job step (srun): Slurm signals every process of the step itself.
+    slurm_step: bool = False
+    #: --fs-settle; None: SHARED_FS_SETTLE on a shared file system (several nodes, --poll), else 0.
+    fs_settle_given: float | None = None
+    #: --cold: workers are fresh interpreters; else forks of the agent's forkserver, preloaded with `preload`
+    #: (None: the agent's default).
+    cold: bool = False
+    preload: tuple[str, ...] | None = None
+    #: --resume-from: which of the script's checkpoints a restart resumes from, "switch" (SAVE/switch_N.pt) or
+    #: "latest" (SAVE/latest.pt, written every epoch); None: what doctor reads in the script, else "switch".
+    resume_from: str | None = None
+    #: Check the script with doctor before starting (warnings only); off with --no-doctor.
+    doctor: bool = True
+    #: --metrics-port / --metrics-host: serve Prometheus metrics there; None: off.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+
+    @property
+    def agent_args(self) -> tuple[str, ...]:
+        """How the agent is told to make its workers."""
+        if self.cold:
+            return ("--cold",)
+        return () if self.preload is None else ("--preload", ",".join(self.preload))
+
+    @property
+    def save_dir(self) -> Path:
+        return self.workdir / self.save_name
+
+    @property
+    def fs_settle(self) -> float:
+        if self.fs_settle_given is not None:
+            return self.fs_settle_given
+        return SHARED_FS_SETTLE if (self.nodes.multi or self.poll) else 0.0
+
+
+def policy_for(spec: LaunchSpec, environ: Mapping[str, str]) -> Policy:
+    """What the state machine is asked to do, from the command line (and, for tests, AGENT_SILENCE_TEST_ENV)."""
+    return Policy(
+        grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.max_failures_given,
+        max_failures=spec.max_failures, retry_repeats=spec.max_failures_given, backoff_initial=spec.backoff,
+        backoff_max=spec.backoff_max,
+        stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
+        multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
+        node_rank=spec.nodes.node_rank, requeue_on=spec.requeue_on,
+        signals_reach_workers=spec.slurm_step, agent_silence=None if spec.data_parallel else agent_silence(environ),
+    )
+
+
+def agent_silence(environ: Mapping[str, str]) -> float:
+    """AGENT_SILENCE, or the shorter bound a test asked for (a value that is not a positive number is ignored)."""
+    try:
+        value = float(environ.get(AGENT_SILENCE_TEST_ENV, ""))
+    except ValueError:
+        return AGENT_SILENCE
+    return value if 0 < value < AGENT_SILENCE else AGENT_SILENCE

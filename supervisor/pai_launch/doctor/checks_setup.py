@@ -1,0 +1,260 @@
+"""The protocol's start-up half: the two flags, prompt-free settings, perforate_model in turn, the resume load before
+the optimizer, the tracker's optimizer, and DistributedDataParallel's flags.
+
+Each check takes the walked Flow and returns Findings; none has side effects.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from pai_launch.doctor import names
+from pai_launch.doctor.env import candidates, name_in, wrapper_kind
+from pai_launch.doctor.flow import Event, Flow
+from pai_launch.doctor.model import ERROR, WARNING, Finding
+
+FLAGS = (("--perforate_model_parallel", "flag-perforate-model-parallel",
+          "the init run: pai-launch starts it as `python SCRIPT --perforate_model_parallel`",
+          'parser.add_argument("--perforate_model_parallel", action="store_true")'),
+         ("--pai_load_folder", "flag-pai-load-folder",
+          "every resumed generation gets `--pai_load_folder SAVE`",
+          'parser.add_argument("--pai_load_folder", default=None)'))
+
+PROMPTS = (("configuration_confirmed", "prompt-configuration-confirmed", ERROR,
+            "perforate_model opens a terminal UI (and fails without a TTY or on any rank but 0)"),
+           ("unwrapped_modules_confirmed", "prompt-unwrapped-modules", WARNING,
+            "PerforatedAI stops in pdb.set_trace() when a module with parameters is left unwrapped"),
+           ("weight_decay_accepted", "prompt-weight-decay", WARNING,
+            "PerforatedAI stops in pdb.set_trace() when the optimizer has weight decay"))
+
+
+def in_ddp(event: Event) -> bool:
+    """The event can happen in a DDP generation (not only in the init run or a single process)."""
+    mode = event.mode
+    return mode.init is not True and mode.dist is not False
+
+
+def _accepts(flow: Flow, flag: str) -> bool:
+    return any(s == flag or s.startswith(flag + "=") for s in flow.strings)
+
+
+def check_flags(flow: Flow) -> list[Finding]:
+    found = []
+    for flag, ident, why, fix in FLAGS:
+        if _accepts(flow, flag):
+            continue
+        hyphens = flag.replace("_", "-")
+        if _accepts(flow, hyphens):
+            found.append(Finding(ident, ERROR, None, f"the script spells the option {hyphens}: {why}, and argparse "
+                                 f"does not read {flag} as {hyphens} (unrecognized arguments, exit 2)",
+                                 f'add the underscore spelling: parser.add_argument("{hyphens}", "{flag}", ...)'))
+        else:
+            found.append(Finding(ident, ERROR, None, f"the script does not accept {flag}: {why}, and argparse "
+                                 "exits 2 on an unknown option", f"add {fix}"))
+    return found
+
+
+def check_prompts(flow: Flow) -> list[Finding]:
+    perforates = flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model"))
+    if not perforates or flow.calls(lambda n: names.is_training(n, "configure_without_prompts")):
+        return []
+    first = perforates[0]
+    found = []
+    for setting, ident, severity, why in PROMPTS:
+        if setting == "weight_decay_accepted" and _without_weight_decay(flow):
+            continue  # the prompt is never reached
+        setters = [e for e in flow.events if _sets(e, setting)]
+        setter = f"GPA.pc.set_{setting}(True)"
+        if not setters:
+            found.append(Finding(ident, severity, None, f"{setter} is never called: {why}",
+                                 f"call {setter} before UPA.perforate_model"))
+        elif all(e.order > first.order for e in setters):
+            found.append(Finding(ident, severity, setters[0].line,
+                                 f"{setter} comes after perforate_model (line {first.line}): {why}",
+                                 f"move {setter} before UPA.perforate_model", path=setters[0].path))
+    return found
+
+
+#: torch optimizers whose weight_decay defaults to 0 (AdamW's is 0.01)
+NO_DECAY_BY_DEFAULT = ("SGD", "Adam", "Adadelta", "Adagrad", "Adamax", "ASGD", "NAdam", "RAdam", "RMSprop", "Rprop",
+                       "LBFGS", "SparseAdam")
+
+
+def _without_weight_decay(flow: Flow) -> bool:
+    """Whether every optimizer the tracker gets reads as having no weight decay: the class is one whose default is
+    0 and the arguments pass none (or 0). False whenever something cannot be read."""
+    classes = [(e.node.args[0], e.env) for e in flow.calls(lambda n: names.is_tracker(n, "set_optimizer"))
+               if e.node.args]
+    built = flow.calls(lambda n: names.is_tracker(n, "setup_optimizer"))
+    instances = [e for e in flow.calls(lambda n: names.is_tracker(n, "set_optimizer_instance")) if e.node.args]
+    if not (classes and built) and not instances:
+        return False
+    for event in built:
+        held = list(candidates(event.node.args[1], event.env)) if len(event.node.args) > 1 else []
+        if not held or not all(_no_decay(value) for value, _scope in held):
+            return False
+    for event in instances:
+        held = list(candidates(event.node.args[0], event.env))
+        if not held or not all(isinstance(value, ast.Call) and _no_decay(value) for value, _scope in held):
+            return False
+        classes.extend((value.func, scope) for value, scope in held)
+    return all(names.tail(name_in(c, env)) in NO_DECAY_BY_DEFAULT for c, env in classes)
+
+
+def _no_decay(value: ast.AST) -> bool:
+    """A dict literal or optimizer call that passes no weight_decay, or 0."""
+    if isinstance(value, ast.Dict):
+        pairs = [(k.value if isinstance(k, ast.Constant) else None, v) for k, v in zip(value.keys, value.values)]
+    elif isinstance(value, ast.Call) and len(value.args) <= 2:  # (params, lr): weight_decay comes later
+        pairs = [(k.arg, k.value) for k in value.keywords]
+    else:
+        return False
+    return all(key is not None and (key != "weight_decay" or isinstance(item, ast.Constant) and item.value == 0)
+               for key, item in pairs)  # a None key is a **splat: unreadable
+
+
+def _sets(event: Event, setting: str) -> bool:
+    if event.kind == "assign":
+        return bool(event.name) and event.name.startswith(names.GLOBALS) and event.name.endswith(setting)
+    if event.kind != "call" or not names.is_pc_setter(event.name, setting):
+        return False
+    args = event.node.args
+    return not (args and isinstance(args[0], ast.Constant) and args[0].value is False)
+
+
+def check_perforate_in_turn(flow: Flow) -> list[Finding]:
+    if not flow.is_ddp():
+        return []
+    found, seen = [], set()
+    for event in flow.calls(names.is_perforate):
+        if event.node in seen or not in_ddp(event) or event.mode.rank0 is True or flow.taken_in_turn(event):
+            continue
+        seen.add(event.node)
+        found.append(Finding(
+            "perforate-model-race", ERROR, event.line,
+            "every rank calls UPA.perforate_model at once: each rewrites SAVE/<save>_config.json while the "
+            "others read it (JSONDecodeError at start-up)",
+            "call it one rank at a time (for r in range(world): if r == rank: perforate; dist.barrier()), "
+            "or use pai_launch.training.perforate_model(run, model, ...)", path=event.path))
+    return found
+
+
+def check_resume(flow: Flow) -> list[Finding]:
+    loads = flow.calls(lambda n: names.is_load(n) or names.is_training(n, "load_newest"))
+    optimizers = flow.calls(lambda n: names.is_tracker(n, "setup_optimizer"))
+    if not loads:
+        if not flow.is_ddp():
+            return []
+        return [Finding("resume-missing", ERROR, None,
+                        "nothing loads the newest switch_N.pt from --pai_load_folder: every generation starts over, "
+                        "restructures at the same point and the run never ends",
+                        "when args.pai_load_folder is set, model = UPA.load_system(model, args.pai_load_folder, "
+                        "'switch_N', True) before the optimizer is built")]
+    if optimizers and optimizers[0].order < loads[0].order:
+        return [Finding("load-after-optimizer", WARNING, loads[0].line,
+                        f"the checkpoint is loaded after the optimizer is built (line {optimizers[0].line}): the "
+                        "optimizer steps the parameters from before the load, not the loaded dendrites",
+                        "load the switch checkpoint first, then call GPA.pai_tracker.setup_optimizer",
+                        path=loads[0].path)]
+    return []
+
+
+def check_optimizer(flow: Flow) -> list[Finding]:
+    if flow.calls(lambda n: names.is_tracker(n, "setup_optimizer") or names.is_tracker(n, "set_optimizer_instance")):
+        return []
+    plain = flow.calls(names.is_torch_optimizer)
+    where = f" ({names.tail(plain[0].name)} is built directly)" if plain else ""
+    return [Finding("optimizer-not-from-tracker", ERROR, plain[0].line if plain else None,
+                    f"the optimizer is not built by GPA.pai_tracker.setup_optimizer{where}: the tracker has no "
+                    "optimizer to reset when it adds dendrites",
+                    "GPA.pai_tracker.set_optimizer(torch.optim.X); optimizer, scheduler = "
+                    "GPA.pai_tracker.setup_optimizer(model, optim_args, sched_args)",
+                    path=plain[0].path if plain else None)]
+
+
+#: DistributedDataParallel's parameters by position (torch 2.x).
+DDP_POSITION = {"broadcast_buffers": 4, "find_unused_parameters": 8}
+
+
+def _flag(event: Event, keyword: str) -> bool | None:
+    """The bool passed for `keyword` (False when left out: both default so), or None when it cannot be read."""
+    call = event.node
+    value = next((k.value for k in call.keywords if k.arg == keyword), None)
+    if value is None and len(call.args) > DDP_POSITION[keyword]:
+        value = call.args[DDP_POSITION[keyword]]
+    if value is None:
+        for splat in (k.value for k in call.keywords if k.arg is None):
+            value = _from_dict(splat, event, keyword)
+            if value is None:
+                return None
+        if value is None:
+            return True if keyword == "broadcast_buffers" else False
+    for candidate, _scope in candidates(value, event.env):
+        if isinstance(candidate, ast.Constant) and isinstance(candidate.value, bool):
+            return candidate.value
+    return None
+
+
+def _from_dict(splat: ast.AST, event: Event, keyword: str) -> ast.AST | None:
+    for candidate, _scope in candidates(splat, event.env):
+        if isinstance(candidate, ast.Dict):
+            for key, value in zip(candidate.keys, candidate.values):
+                if isinstance(key, ast.Constant) and key.value == keyword:
+                    return value
+            return ast.Constant(True if keyword == "broadcast_buffers" else False)
+        if isinstance(candidate, ast.Call) and isinstance(candidate.func, ast.Name) and candidate.func.id == "dict":
+            value = next((k.value for k in candidate.keywords if k.arg == keyword), None)
+            return value if value is not None else ast.Constant(keyword == "broadcast_buffers")
+    return None
+
+
+def check_ddp_flags(flow: Flow) -> list[Finding]:
+    found, seen = [], set()
+    for event in flow.calls(names.is_ddp):
+        if event.node in seen:
+            continue
+        seen.add(event.node)
+        if _flag(event, "find_unused_parameters") is False:
+            found.append(Finding("ddp-find-unused-parameters", ERROR, event.line,
+                                 "DistributedDataParallel is built without find_unused_parameters=True: PerforatedAI "
+                                 "leaves parameters out of the graph and DDP's reducer raises on the next step",
+                                 "DistributedDataParallel(model, ..., find_unused_parameters=True, "
+                                 "broadcast_buffers=False)", path=event.path))
+        if _flag(event, "broadcast_buffers") is True:
+            found.append(Finding("ddp-broadcast-buffers", ERROR, event.line,
+                                 "DistributedDataParallel broadcasts buffers (broadcast_buffers=True is the default): "
+                                 "PerforatedAI's tracker buffer differs in length per rank and gloo/nccl abort with a "
+                                 "size mismatch", "pass broadcast_buffers=False (and find_unused_parameters=True)",
+                                 path=event.path))
+    return found
+
+
+def check_wrapper_discarded(flow: Flow) -> list[Finding]:
+    """`model = DDP(model); model = model.module` before any training: the wrapper is gone, so no gradient sync. A
+    warning: the run trains wrongly, it does not crash."""
+    found = []
+    wraps = flow.calls(names.is_ddp)
+    for event in (e for e in flow.events if e.kind == "unwrap"):
+        source = event.node.value.value
+        if not (isinstance(source, ast.Name) and source.id == event.name or isinstance(source, ast.Call)):
+            continue
+        if wrapper_kind(source, event.env) != "ddp":
+            continue
+        built = max((w for w in wraps if w.order < event.order), key=lambda w: w.order, default=None)
+        if built is not None and built.loops != event.loops:
+            continue  # unwrapped after the loop that wraps it (to save or score it)
+        since = built.order if built is not None else -1
+        if any(since < e.order < event.order and names.tail(e.name) == "backward" for e in flow.calls(bool)):
+            continue  # unwrapped after training, not instead of it
+        found.append(Finding("ddp-wrapper-discarded", WARNING, event.line,
+                             f"{event.name} = {ast.unparse(event.node.value)} throws the DistributedDataParallel "
+                             "wrapper away right after it is built: the ranks train without gradient sync, their "
+                             "weights (and the dendrites added from them) drift apart",
+                             f"keep the wrapper for training (ddp_model = DistributedDataParallel(...)) and use "
+                             f"{ast.unparse(event.node.value)} only where the unwrapped model is needed",
+                             path=event.path))
+    return found
+
+
+CHECKS = (check_flags, check_prompts, check_perforate_in_turn, check_resume, check_optimizer, check_ddp_flags,
+          check_wrapper_discarded)

@@ -1,0 +1,236 @@
+"""What the supervisor's threads report, turned into the state machine's events.
+
+An exit becomes InitExited or GenerationEnded with what the save folder says (where the init run
+wrote, which switch files changed, is the marker there); a save-folder write becomes SaveActivity.
+Each moment is logged here, once. A thread's crash becomes InternalError.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from pai_launch.core import exitcodes
+from pai_launch.wire import failure_causes
+from pai_launch.supervise import logspace
+from pai_launch.core import machine
+from pai_launch.savefmt import savedir
+from pai_launch.supervise import signals
+from pai_launch.core.events import (
+    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStopSeen, JobStoreLost,
+    Observation,
+    ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
+    WorkersWaiting,
+)
+from pai_launch.supervise.notify import Notifier
+from pai_launch.supervise.proctable import ProcessTable
+from pai_launch.core.reports import dendrite_verdict, generation_end
+from pai_launch.supervise.runviews import folder_facts
+from pai_launch.supervise.session import SaveSession
+
+
+class InternalError(Exception):
+    """A bug in pai-launch (for example in one of its threads); carries the traceback to log."""
+
+    def __init__(self, message: str, trace: str) -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+class Observer:
+    def __init__(self, session: SaveSession, table: ProcessTable, log, notifier: Notifier) -> None:
+        self.session, self.table, self.log, self.notifier = session, table, log, notifier
+        #: (generation, switch file) already logged as switch_written (a file is written in several events).
+        self.announced: set[tuple[int, str]] = set()
+        #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from it).
+        self.dendrites = folder_facts(session.save_dir)[0]
+
+    def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
+        """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
+        if isinstance(raw, ThreadFailed):
+            raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
+        if isinstance(raw, SignalReceived):
+            self.log.warning("signal_received", signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+            if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
+                self.log.warning("stack_dump", pid=os.getpid(), stacks=signals.thread_stacks())
+        elif isinstance(raw, SaveWritten):
+            number = savedir.switch_number(raw.name)
+            if number is not None and (state.generation, raw.name) not in self.announced:
+                # Whether it holds new dendrites is known once the generation ends (PerforatedAI writes its
+                # param_counts.csv after the switch file): dendrites_added or dendrites_rejected then.
+                self.announced.add((state.generation, raw.name))
+                self.log.info("switch_written", switch=number, file=raw.name, generation=state.generation)
+                self.notifier.status(f"generation {state.generation} running; {raw.name} written")
+            return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
+        elif isinstance(raw, GenerationEnded) and raw.recheck and raw.progressed and state.phase is machine.Phase.SETTLING:
+            self.judge_dendrites(raw, state)  # another node's switch file showed up late
+        elif isinstance(raw, ProcessExited):
+            return self.plain_exited(raw, state)
+        elif isinstance(raw, AgentReported):
+            ended = self.table.agent_ended(raw.agent_pid, alive=raw.result is not None)
+            return self.agent_reported(raw, state) if ended else None
+        elif isinstance(raw, AgentStarted):
+            self.agent_started(raw)
+            return None
+        elif isinstance(raw, AgentAnswered):
+            return raw if self.table.is_current_agent(raw.agent_pid) else None
+        elif isinstance(raw, AgentTookRequest):
+            if not self.table.is_current_agent(raw.agent_pid):
+                return None
+            return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
+        elif isinstance(raw, AgentGone):
+            self.agent_gone(raw)
+            return None
+        elif isinstance(raw, AgentJoined):
+            if not self.table.is_current_agent(raw.agent_pid):
+                return None
+            if (raw.generation, raw.failures) != (state.generation, state.failures):
+                self.log.warning("generation_joined", generation=raw.generation, instead_of=state.generation,
+                                 failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
+                                 "failures; this node follows")
+            return GenerationJoined(raw.generation, raw.now, raw.failures)
+        elif isinstance(raw, GenerationRefused) and raw.log_dir and state.phase is not machine.Phase.STOPPING:
+            self.log.error("log_dir_full", reason=raw.reason)
+        elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
+            self.log.error("save_folder_failed", reason=raw.reason)
+        elif isinstance(raw, JobStoreLost):
+            self.log.error("job_store_lost", reason=raw.reason)
+        elif isinstance(raw, JobStopSeen):
+            self.log.info("job_stop_seen", reason=raw.reason, hint="node 0's store closed with the job stopped")
+        return raw  # type: ignore[return-value] - the rest are events already
+
+    def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
+        self.table.plain_ended()
+        duration = round(raw.now - state.current.started_at, 2)
+        if raw.role is Role.INIT:
+            stopped = {"stopped_by": state.stopped_by} if state.stopped_by is not None else {}
+            log = self.log.info if raw.returncode == 0 or stopped else self.log.error
+            log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration, **stopped)
+            if raw.returncode != 0 and not stopped:
+                self.log.error("init_output_tail", tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
+            wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
+            return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
+        failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
+        return self.generation_ended(GenerationEnded(failures, complete=self.session.complete(), now=raw.now), state, duration)
+
+    def agent_started(self, raw: AgentStarted) -> None:
+        facts = raw.facts
+        if facts.get("restarted"):
+            self.log.warning("forkserver_restarted", agent_pid=raw.agent_pid, forkserver_pid=facts.get("forkserver"),
+                             reason=facts.get("restarted_why", "the forkserver had died"),
+                             hint="the agent started a new forkserver, which passed the self-check")
+        elif facts.get("went_cold"):
+            self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
+        elif facts.get("warm"):
+            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts["preloaded"]),
+                          forkserver_pid=facts.get("forkserver"), took_s=facts.get("took_s"), **_versions(facts),
+                          **({"not_preloaded": ",".join(facts["missing"])} if facts.get("missing") else {}),
+                          **({"fell_back": facts["why"]} if facts.get("why") else {}))
+        elif facts.get("why") == "--cold":
+            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"), **_versions(facts))
+        else:
+            self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"),
+                             hint="every worker starts as a fresh interpreter; --cold says so without the check")
+
+    def agent_gone(self, raw: AgentGone) -> None:
+        """An agent that exited between generations; the request it never took goes to a new one."""
+        replaced_by = self.table.agent_gone(raw.agent_pid, raw.pending)
+        fields = {"agent_pid": raw.agent_pid, "exit": exitcodes.describe_returncode(raw.returncode)}
+        if raw.why:
+            fields["reason"] = raw.why
+        if replaced_by is not None:
+            self.log.warning("agent_replaced", **fields, new_agent_pid=replaced_by)
+        elif raw.why or raw.returncode != 0:
+            self.log.warning("agent_exited", **fields)
+
+    def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
+        result = raw.result
+        hung = state.phase is machine.Phase.STOPPING and state.current.stop.cause is machine.StopCause.AGENT_HUNG
+        if result is None and hung:  # killed for not answering: that is the cause, not the kill
+            failures = (Failure.agent(f"{state.reason}; it was killed"),)
+        elif result is None:
+            failures = (Failure.launcher(f"agent process ended with {exitcodes.describe_returncode(raw.returncode)} "
+                                         "before reporting a result"),)
+        elif result.cancelled:
+            self.log.info("workers_not_started", generation=state.generation, agent_pid=raw.agent_pid,
+                          reason="the run was stopped before the agent started them")
+            failures = ()
+        elif result.fault:
+            failures = (Failure.agent(result.fault),)
+        elif result.error:
+            failures = (Failure.launcher(result.error),)
+        else:
+            multi = self.session.spec.nodes.multi
+            failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
+                             for f in result.failures)
+        stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
+        complete = self.session.complete()
+        progressed, failures = self.checked_progress(self.session.progress(), failures, complete, state.generation)
+        fatal = result.fatal if result else None
+        if fatal is None and result is not None and not result.error and failures:
+            fatal = self.output_lost()
+        event = GenerationEnded(failures, complete=complete, progressed=progressed, now=raw.now,
+                                stopped=stopped, fatal=fatal, all_failed_loading=self.all_failed_loading(failures))
+        return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
+
+    def output_lost(self) -> str | None:
+        """A failed generation whose output went to a full disk: that is the failure to report (its log tails are
+        empty or cut short, and a retry into a full disk cannot help)."""
+        problem = logspace.problem(self.table.log_root, given=self.session.spec.log_dir is not None)
+        if problem:
+            self.log.error("log_dir_full", reason=problem)
+        return problem
+
+    def all_failed_loading(self, failures: tuple[Failure, ...]) -> str | None:
+        """The switch file this generation was started from, when every one of its ranks failed (one node only: a
+        job's other nodes report their own ranks)."""
+        spec = self.session.spec
+        ranks = {f.rank for f in failures if f.cause is Cause.WORKER}
+        if spec.nodes.multi or not failures or len(ranks) < spec.nproc or len(ranks) < len(failures):
+            return None
+        return self.session.loaded_switch
+
+    def checked_progress(self, progressed: tuple[str, ...], failures: tuple[Failure, ...], complete: bool,
+                         generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
+        """Progress is only switch files a resume can load: those that fail the checkpoint check are dropped (the next
+        start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed. Node 0
+        only, where rank 0 wrote them: another node's view of a shared folder may lag behind the writes."""
+        bad = self.session.not_checkpoints(progressed) if self.session.node == 0 else {}
+        if not bad:
+            return progressed, failures
+        kept = tuple(name for name in progressed if name not in bad)
+        if kept or failures or complete:
+            return kept, failures
+        listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
+        detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
+        return kept, (Failure.checkpoint(detail),)
+
+    def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
+        """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as
+        `pai-launch status` makes it, which systemd's STATUS= then shows too."""
+        after = folder_facts(self.session.save_dir)[0]
+        name, fields = dendrite_verdict(state.generation, self.dendrites, after, event.progressed)
+        self.dendrites = after
+        self.log.info(name, **fields)
+        verdict = "dendrites added" if name == "dendrites_added" else "dendrites rejected"
+        self.notifier.status(f"generation {state.generation} ended: {verdict}, {after} in all")
+
+    def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
+        if event.progressed:
+            self.judge_dendrites(event, state)
+        name, fields = generation_end(event, state, duration)
+        if name == "generation_stopped":  # asked for: no failure, no log tail; a rank's own crash is a warning
+            (self.log.warning if "rank" in fields else self.log.info)(name, **fields)
+            return event
+        (self.log.error if (event.failures or event.fatal) else self.log.info)(name, **fields)
+        if event.failures and event.failures[0].log_tail:
+            first = event.failures[0]
+            where = {} if first.node is None else {"node": first.node, "host": first.host}
+            self.log.error("worker_log_tail", rank=first.rank, **where, tail=first.log_tail,
+                           log_line=failure_causes.explaining_line(first.log_tail)[:500])
+        return event
+
+
+def _versions(facts: dict) -> dict:
+    """The torch and Python the agent runs, as it reported them (an agent of an older pai-launch reports neither)."""
+    return {key: facts[key] for key in ("torch", "python") if facts.get(key)}

@@ -1,0 +1,272 @@
+"""Every process pai-launch starts, and the guarantee that none outlives it.
+
+The table holds the init or DataParallel process and the node's agent (one for the whole run, started
+ahead so torch is imported and its forkserver warm before the first generation), and remembers every
+descendant: it signals the run's processes, kills them all, reaps orphans re-parented to us (we are a
+child subreaper) and, on close(), sweeps whatever is left. It also owns the private folder for the
+workers' log files and the agent's temporary files, each locked for the run's life (privatedir).
+
+A run's files (per-rank logs, warm worker records) go under LOG_ROOT/<run id>/<start>/generation-N, <start> naming
+this supervisor's start (UTC time and pid): runs sharing --log-dir, a --fresh rerun and a resumed one each read and
+count only their own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from pai_launch.supervise import plan
+from pai_launch.linux import privatedir
+from pai_launch.linux import procs
+from pai_launch.supervise.children import Agent, PlainProcess
+from pai_launch.core.events import Role
+from pai_launch.core.state import STOP_SIGNALS
+from pai_launch.supervise.plan import Command
+from pai_launch.wire.protocol import GenerationRequest, StopJob
+
+FINAL_SWEEP_TIMEOUT = 2.0
+#: How long an agent may take to connect to node 0's store and raise the job's stop flag.
+STOP_FLAG_TIMEOUT = 10.0
+LOG_ROOT_PREFIX = privatedir.PREFIX
+#: Longest folder for the agent's temporary files: a Unix socket's path (there) may not exceed 107 bytes.
+SHORT_PATH = 60
+#: After its request pipe closes, how long the agent gets to stop its forkserver and leave by itself.
+AGENT_EXIT_TIMEOUT = 2.0
+#: How often the agent is sent the heartbeat (the machine decides how long a silence makes it hung).
+HEARTBEAT_EVERY = 2.0
+
+
+def start_folder_name(now: float, pid: int) -> str:
+    """This supervisor start, sortable by time: `20260102T030405Z-1234`."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))}-{pid}"
+
+
+def make_run_root(log_root: Path, run_id: str, now: float, pid: int) -> Path:
+    """A new folder for this start's files; never one an earlier start left (a suffix if the name is taken)."""
+    parent = log_root / plan.path_safe(run_id)
+    parent.mkdir(parents=True, exist_ok=True)
+    base = start_folder_name(now, pid)
+    for attempt in range(1, 1000):
+        folder = parent / (base if attempt == 1 else f"{base}-{attempt}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free folder name under {parent} for {base}")
+
+
+def remove_stale_log_roots() -> None:
+    """Private folders of pai-launch processes that were killed (kill -9 skips our cleanup): only those whose lock
+    no one holds, whatever PID namespace their owner runs in."""
+    privatedir.remove_abandoned({tempfile.gettempdir(), "/tmp"}, LOG_ROOT_PREFIX)
+
+
+class ProcessTable:
+    def __init__(self, *, python: str, workdir: Path, env: dict[str, str], report: Callable[[object], None],
+                 log_dir: Path | None, agent_args: tuple[str, ...] = ()) -> None:
+        self._python = python
+        self._workdir = workdir
+        self._env = env
+        self._report = report
+        self._own_log_root = log_dir is None
+        self.log_root = log_dir
+        #: This start's own folder under log_root (open() makes it).
+        self.run_root: Path | None = None
+        self._descendants = procs.Descendants()
+        self._plain: PlainProcess | None = None
+        self._agent_args = agent_args
+        self._temp_root: Path | None = None
+        #: The folders we made (locked until close()).
+        self._private: list[privatedir.PrivateDir] = []
+        self._agent: Agent | None = None
+        #: The agent is running a generation (not just standing by for the next).
+        self._agent_busy = False
+        self._spared: frozenset[int] = frozenset()
+        #: An agent asked to raise the job's stop flag (close() gives it a moment to do so).
+        self._stopping: Agent | None = None
+        #: (process, signal) pairs already sent, so a stop signal reaches late workers once and nobody twice.
+        self._sent: set[tuple[psutil.Process, int]] = set()
+
+    @property
+    def child_env(self) -> dict[str, str]:
+        """The environment every child starts from."""
+        return dict(self._env)
+
+    def open(self, run_id: str = "run") -> None:
+        """Become a subreaper and make the log folders (not earlier: a dry run must write nothing)."""
+        procs.become_subreaper()
+        remove_stale_log_roots()
+        if self.log_root is None:
+            self.log_root = self._make_private()
+        self.run_root = make_run_root(self.log_root, run_id, time.time(), os.getpid())
+        # The agent's temporary files (multiprocessing's forkserver socket, whose path must stay short): in our own log
+        # folder if its path is short, else in a short one of our own. Either is locked: swept only once we are gone.
+        self._temp_root = self.log_root if self._own_log_root and len(str(self.log_root)) <= SHORT_PATH else None
+        if self._temp_root is None:
+            base = tempfile.gettempdir() if len(tempfile.gettempdir()) <= SHORT_PATH - 20 else "/tmp"
+            self._temp_root = self._make_private(base)
+
+    def _make_private(self, base: str | None = None) -> Path:
+        folder = privatedir.create(f"{LOG_ROOT_PREFIX}{os.getpid()}-", base)
+        self._private.append(folder)
+        return folder.path
+
+    # --- starting -------------------------------------------------------------------------------------
+    def start_plain(self, role: Role, command: Command) -> int:
+        self._plain = PlainProcess(role, command, self._env, self._report)
+        return self._plain.pid
+
+    def prepare_agent(self) -> None:
+        if self._agent is None:
+            self._agent = self._new_agent()
+
+    def _new_agent(self) -> Agent:
+        assert self.log_root is not None, "open() first"
+        args = (*self._agent_args, "--temp-dir", str(self._temp_root))
+        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args)
+        self._descendants.refresh()
+        return agent
+
+    def start_agent(self, request: GenerationRequest) -> tuple[int, bool]:
+        """Hand `request` to the node's agent (a new one if there is none); (its pid, whether it was already up)."""
+        had = self._agent is not None
+        self.prepare_agent()
+        assert self._agent is not None
+        self._agent_busy = True
+        self._agent.run(request)
+        return self._agent.pid, had
+
+    def agent_gone(self, pid: int, pending: GenerationRequest | None) -> int | None:
+        """The agent exited between generations: forget it; a request it never took goes to a new one (its pid)."""
+        if self._agent is None or self._agent.pid != pid:
+            return None
+        self._agent = None
+        if pending is None:
+            return None
+        return self.start_agent(pending)[0]
+
+    def generation_log_dir(self, generation: int) -> str:
+        assert self.run_root is not None, "open() first"
+        return str(self.run_root / f"generation-{generation}")
+
+    def is_current_agent(self, pid: int) -> bool:
+        return self._agent is not None and self._agent.pid == pid
+
+    def stop_job(self, stop: StopJob) -> bool:
+        """Through the agent (running a generation or not): raise the job's stop flag. False: no agent to ask."""
+        if self._agent is None:
+            return False
+        self._agent.stop_job(stop)
+        self._stopping = self._agent
+        return True
+
+    @property
+    def agent_pid(self) -> int | None:
+        return None if self._agent is None else self._agent.pid
+
+    def heartbeat(self, now: float, every: float = HEARTBEAT_EVERY) -> None:
+        """Ping the agent (if there is one); its answer reaches the loop as AgentAnswered."""
+        if self._agent is not None:
+            self._agent.ping(now, every)
+
+    def run_started(self) -> bool:
+        """The init run, the DataParallel process or a generation's agent is running."""
+        return self._plain is not None or self._agent_busy
+
+    # --- ends -----------------------------------------------------------------------------------------
+    def plain_ended(self) -> None:
+        self._plain = None
+
+    def agent_ended(self, pid: int, alive: bool) -> bool:
+        """The generation of agent `pid` ended (the agent died with it unless `alive`); False for a report from an agent
+        we no longer run."""
+        if self._agent is None or self._agent.pid != pid or not self._agent_busy:
+            return False
+        self._agent_busy = False
+        if not alive:
+            self._agent = None
+        return True
+
+    # --- signals --------------------------------------------------------------------------------------
+    def run_processes(self) -> list[psutil.Process]:
+        """Where a signal for "the run" goes: the init/DataParallel process, or the agent's workers (not the agent)."""
+        try:
+            if self._plain is not None:
+                return [psutil.Process(self._plain.pid)]
+            if self._agent is not None and self._agent_busy:
+                return self._agent.workers()
+        except psutil.Error:
+            pass
+        return []
+
+    def signal_run(self, signum: int, *, only_new: bool = False) -> list[int]:
+        """Send `signum` to the run's processes. A stop signal for a generation whose workers the agent has not
+        started yet is delivered by never starting them (the request is withdrawn, or cancelled in the agent)."""
+        if signum in STOP_SIGNALS and not only_new and self._agent is not None and self._agent_busy:
+            self._agent.withdraw()
+        sent = []
+        for proc in self.run_processes():
+            if only_new and (proc, signum) in self._sent:
+                continue
+            if procs.signal_group(proc.pid, signum) or procs.signal_pid(proc.pid, signum):
+                sent.append(proc.pid)
+            self._sent.add((proc, signum))
+        return sent
+
+    def spare(self, pid: int) -> None:
+        """A process the run's kill leaves alone (node 0's job store: the other nodes need it); close() still sweeps it."""
+        self._spared = self._spared | {pid}
+
+    def kill_all(self) -> int:
+        """SIGKILL every descendant but the spared; the agent goes with them (a retry starts a new one). A running
+        agent is forgotten when its end is reported (the generation's end), an idle one now."""
+        self._descendants.refresh()
+        count = self._descendants.kill_all(self._spared)
+        if not self._agent_busy:
+            self._drop_agent()
+        return count
+
+    def housekeeping(self) -> None:
+        """Remember new descendants and reap the orphans re-parented to us (never our own children)."""
+        self._descendants.refresh()
+        own = {child.pid for child in (self._plain, self._agent) if child is not None}
+        self._descendants.reap_adopted(own)
+
+    def close(self) -> tuple[int, list[int]]:
+        """Leave nothing behind: let the agent go, kill and reap every descendant, remove our log folder.
+
+        Returns (processes killed, pids that survived the sweep).
+        """
+        if self._stopping is not None:
+            self._stopping.stop_raised.wait(STOP_FLAG_TIMEOUT)  # set on EOF too: a dead agent raises nothing
+        agent = self._agent
+        self._drop_agent()
+        if agent is not None:
+            try:
+                agent.popen.wait(AGENT_EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+        self._descendants.refresh()
+        killed, survivors = 0, []
+        if self._descendants.alive():
+            killed = self._descendants.kill_all()
+            survivors = [proc.pid for proc in self._descendants.wait_gone(FINAL_SWEEP_TIMEOUT)]
+        self._descendants.reap_adopted(set())
+        for folder in self._private:
+            folder.remove()
+        self._private = []
+        return killed, survivors
+
+    def _drop_agent(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
+            self._agent_busy = False

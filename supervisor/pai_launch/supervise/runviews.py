@@ -1,0 +1,69 @@
+"""What shows a run besides its log lines: Prometheus metrics (--metrics-port) and, on a terminal, the live status
+line. Both are structlog processors fed by the run's own events; this module opens and closes them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from pai_launch.supervise import liveline
+from pai_launch.supervise import logs
+from pai_launch.core.spec import LaunchSpec
+
+
+def live_line_wanted(spec: LaunchSpec, err: TextIO | None = None) -> bool:
+    """On a terminal with console logs only: services, Slurm, containers and JSON logs get plain lines."""
+    err = err or sys.stderr
+    return not logs.wants_json(spec.log_format, err) and err.isatty()
+
+
+def folder_facts(save_dir: Path) -> tuple[int, float | None]:
+    """(dendrites added, best validation score so far or None) from the save folder's files, as `pai-launch status`
+    reads them (savefmt.pai_files.dendrites: the one count the log, the metrics, the live line and systemd's STATUS= show)."""
+    from pai_launch.savefmt.pai_files import dendrites_and_best
+
+    try:
+        count, best = dendrites_and_best(save_dir)
+    except Exception:  # noqa: BLE001 - a half-written CSV must not break the line
+        count, best = None, None
+    return (0 if count is None else count), best
+
+
+class RunViews:
+    def __init__(self, spec: LaunchSpec, save_dir: Callable[[], Path], *, live: bool | None = None) -> None:
+        self.spec = spec
+        self.processors: list[Any] = []
+        self.stream: TextIO | None = None
+        self.metrics = None
+        self.feed: liveline.StatusFeed | None = None
+        if spec.metrics_port is not None:
+            from pai_launch.supervise.metrics import RunMetrics
+
+            self.metrics = RunMetrics(save_dir)
+            self.processors.append(self.metrics)
+        if live_line_wanted(spec) if live is None else live:
+            line = liveline.open_live_line()
+            self.feed = liveline.StatusFeed(line, lambda: folder_facts(save_dir()))
+            self.processors.append(self.feed)
+            self.stream = liveline.LineStream(line)
+
+    def start(self, log) -> None:
+        """Serve the metrics (the port was checked in preflight; one taken since is logged, and the run goes on)."""
+        if self.metrics is None:
+            return
+        try:
+            url = self.metrics.serve(self.spec.metrics_host, self.spec.metrics_port)
+        except OSError as exc:
+            log.error("metrics_unavailable", error=f"{self.spec.metrics_host}:{self.spec.metrics_port}: {exc.strerror or exc}",
+                      hint="the run goes on without metrics; choose another --metrics-port next time")
+            return
+        log.info("metrics_serving", url=url)
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+        if self.feed is not None:
+            self.feed.close()
+            liveline.close_live_line()

@@ -1,0 +1,172 @@
+"""What a failed rank's log tail says went wrong: the one line that explains, and the known PerforatedAI/DDP causes.
+
+A crashing worker's last lines are mostly noise: faulthandler's dump of every thread's stack, the list of extension
+modules, C++'s `terminate called` and its frame list. The line worth reporting is the `what():` of the C++ error or
+the exception that ended the Python traceback. Some failures are common enough to name, with their fix and the id of
+the `pai-launch doctor` check that finds them in the script before a run.
+
+Pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: torch's per-rank line prefix ("[rank3]:"), where a log prefix template adds one.
+_PREFIX = re.compile(r"^\[(?:rank|default)\d*[^\]]*\]:\s?")
+_NOISE = re.compile(
+    r"^(?:Fatal Python error:|(?:Current thread|Thread) 0x[0-9a-fA-F]+|File \".*\", line \d+|Extension modules:"
+    r"|terminate called|Exception raised from |frame #\d+:|Traceback \(most recent call last\):|<no Python frame>"
+    r"|During handling of the above exception|The above exception was the direct cause|[\^~\s]+$|\.\.\.$)")
+_FRAME = re.compile(r"^\s*File \".*\", line \d+")
+_WHAT = re.compile(r"^\s*what\(\):\s*")
+_FATAL = re.compile(r"^Fatal Python error:")
+
+
+@dataclass(frozen=True)
+class KnownCause:
+    #: The `pai-launch doctor` check that finds it in the script.
+    id: str
+    #: What went wrong, in one sentence.
+    name: str
+    fix: str
+
+
+_BUFFERS = KnownCause(
+    "ddp-broadcast-buffers",
+    "DistributedDataParallel's buffer broadcast got buffers of another size (added dendrites change them per rank)",
+    "pass broadcast_buffers=False (and find_unused_parameters=True) to DistributedDataParallel")
+_PERFORATE = KnownCause(
+    "perforate-model-race",
+    "every rank ran UPA.perforate_model at once and one read SAVE/<save>_config.json while another rewrote it",
+    "call it one rank at a time (for r in range(world): if r == rank: perforate; dist.barrier()), "
+    "or use pai_launch.training.perforate_model(run, model, ...)")
+_VALIDATION = KnownCause(
+    "validation-score-race",
+    "a rank read SAVE/best_model.pt in add_validation_score while rank 0 rewrote it",
+    "call it one rank at a time, rank 0 first, or use pai_launch.training.add_validation_score(run, score, model)")
+_UNGUARDED = KnownCause(
+    "init-process-group-unguarded",
+    "init_process_group ran where torchrun set no RANK (in the init run, which is one plain process, or at import time)",
+    "guard it: if not args.perforate_model_parallel: dist.init_process_group(...), or use pai_launch.training.start")
+_NO_GROUP = KnownCause(
+    "init-barrier-unguarded",
+    "a torch.distributed call ran without a process group (in the init run, which has none)",
+    "guard it: if args.distributed: ... (or leave it out of the init run)")
+
+_INIT_FLAG = KnownCause(
+    "flag-perforate-model-parallel",
+    "the script's argparse does not accept --perforate_model_parallel, which pai-launch passes to the init run",
+    'add parser.add_argument("--perforate_model_parallel", action="store_true")')
+_LOAD_FLAG = KnownCause(
+    "flag-pai-load-folder",
+    "the script's argparse does not accept --pai_load_folder, which pai-launch passes on a restart (an option spelled "
+    "--pai-load-folder does not take it)",
+    'add parser.add_argument("--pai_load_folder", default=None) (or the underscore spelling as an alias)')
+
+_UNRECOGNIZED = re.compile(r"error: unrecognized arguments:.*?(--perforate_model_parallel|--pai_load_folder)")
+_MISMATCH = re.compile(r"Received data size doesn't match expected size|size mismatch|doesn't match expected size"
+                       r"|op\.preamble\.length <= op\.nbytes", re.IGNORECASE)
+_BUFFER_SYNC = re.compile(r"_sync_buffers|_sync_module_buffers|broadcast_coalesced|nn/parallel/distributed\.py")
+
+
+def _plain(line: str) -> str:
+    return _PREFIX.sub("", line)
+
+
+def _noise(lines: list[str]) -> list[bool]:
+    """For each line: True where it is a crash dump's noise (a traceback's source line after its File line too)."""
+    marks = []
+    for index, line in enumerate(lines):
+        text = line.strip()
+        follows_frame = index > 0 and _FRAME.match(lines[index - 1]) is not None and line[:1].isspace()
+        marks.append(not text or follows_frame or _NOISE.match(text) is not None)
+    return marks
+
+
+def explaining_line(tail: str) -> str:
+    """The line that says why the rank died: the C++ error's what(), else the exception ending the last traceback,
+    else the last line that is not a dump's noise, else faulthandler's 'Fatal Python error' (all noise: the last line)."""
+    lines = [_plain(line.rstrip()) for line in tail.splitlines()]
+    whats = [line for line in lines if _WHAT.match(line) and _WHAT.sub("", line)]
+    if whats:
+        return whats[-1].strip()
+    noise = _noise(lines)
+    headers = [i for i, line in enumerate(lines) if line.strip() == "Traceback (most recent call last):"]
+    if headers:
+        ends = [i for i in range(headers[-1] + 1, len(lines)) if not noise[i] and not lines[i][:1].isspace()]
+        if ends:
+            return lines[ends[0]].strip()
+    plain = [line for line, is_noise in zip(lines, noise) if not is_noise]
+    if plain:
+        return plain[-1].strip()
+    fatal = [line for line in lines if _FATAL.match(line.strip())]
+    rest = [line for line in lines if line.strip()]
+    return (fatal or rest or [""])[-1].strip()
+
+
+def known_cause(tail: str) -> KnownCause | None:
+    """The known PerforatedAI/DDP failure the tail shows, if any."""
+    unrecognized = _UNRECOGNIZED.search(tail)
+    if unrecognized:
+        return _INIT_FLAG if unrecognized.group(1) == "--perforate_model_parallel" else _LOAD_FLAG
+    if re.search(r"environment variable \w+ expected, but not set", tail):
+        return _UNGUARDED
+    if _MISMATCH.search(tail) and _BUFFER_SYNC.search(tail):
+        return _BUFFERS
+    if "JSONDecodeError" in tail and "perforate_model" in tail:
+        return _PERFORATE
+    if "KeyError" in tail and ("best_model" in tail or "add_validation_score" in tail):
+        return _VALIDATION
+    if re.search(r"[Dd]efault process group has not been initialized", tail):
+        return _NO_GROUP
+    return None
+
+
+def fields(tail: str) -> dict:
+    """Log fields for a failure with this tail: the explaining line and, for a known cause, its name, fix and check."""
+    if not tail.strip():
+        return {}
+    cause = known_cause(tail)
+    found = {"log_line": explaining_line(tail)[:500]}
+    if cause is not None:
+        found.update(cause=cause.name, fix=cause.fix, doctor_id=cause.id)
+    return found
+
+
+def summary(tail: str) -> str:
+    """': <cause> (pai-launch doctor check <id>; fix: <fix>)' for a known cause, else nothing: for a reason line."""
+    cause = known_cause(tail)
+    return "" if cause is None else f": {cause.name} (pai-launch doctor check {cause.id}; fix: {cause.fix})"
+
+
+def compact(lines: list[str]) -> list[str]:
+    """The lines without the parts of a crash dump that push the explanation out of a short tail: other threads'
+    stacks, the extension module list and C++ frame lists (the crashing thread's own frames stay)."""
+    kept, other_thread = [], False
+    for line in lines:
+        text = _plain(line).strip()
+        if re.match(r"^Thread 0x[0-9a-fA-F]+", text):
+            other_thread = True
+            continue
+        if other_thread and (not text or _FRAME.match(_plain(line))):
+            continue
+        other_thread = False
+        if text.startswith("Extension modules:") or re.match(r"^frame #\d+:", text):
+            continue
+        kept.append(line)
+    return kept
+
+
+#: The private folders pai-launch makes in the temporary folder: PRIVATE_FOLDER_PREFIX<pid>-<random> (linux.privatedir).
+PRIVATE_FOLDER_PREFIX = "pai-launch-logs-"
+#: Added to a launcher error when one of the run's private paths is gone (core.outcomes: a fault a retry can fix).
+LOST_NOTE = "a private temporary folder of this run was removed"
+
+def lost_private_file(detail: str) -> bool:
+    """A launcher failure caused by a private file or folder of the run that went missing (pure: reads the text)."""
+    if LOST_NOTE in detail:
+        return True
+    missing = "FileNotFoundError" in detail or "No such file or directory" in detail
+    return missing and any(mark in detail for mark in (PRIVATE_FOLDER_PREFIX, "/pymp-"))
