@@ -4,11 +4,15 @@
   `kill -9` of pai-launch, itself a subreaper) re-parents to pytest instead of PID 1, so the
   no_orphans check below still sees it as a descendant.
 - `no_orphans` (autouse): no process started during a test may outlive it.
+- Marks follow the folder (FOLDER_MARKS), and a test that starts a process without the `proc` mark fails
+  (`spawns_are_marked`: an audit hook sees every fork, exec and spawn), so `-m "not proc"` runs only what is pure.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -22,8 +26,46 @@ ORPHAN_WAIT_S = 3.0
 collect_ignore = ["doctor_scripts"]
 
 
+TESTS = Path(__file__).resolve().parent
+#: Each tier's folder and the marks every test in it carries.
+FOLDER_MARKS = {
+    "proc": ("proc",), "chaos": ("proc",), "container": ("proc",), "real": ("proc", "torch"), "slurm": ("proc", "slurm"),
+    "compat": ("proc", "compat"),
+}
+#: Audit events that start a process (os.exec* included: a test that replaces itself is not pure either).
+SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system",
+                          "os.exec", "pty.spawn"})
+_spawned: list[str] = []
+
+
+def _record_spawns(event: str, args: tuple) -> None:
+    if event in SPAWN_EVENTS:
+        _spawned.append(event)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     become_subreaper()  # not Linux: orphans go to PID 1 and only the command-line check sees them
+    sys.addaudithook(_record_spawns)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            folder = Path(str(item.fspath)).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        for mark in FOLDER_MARKS.get(folder, ()):
+            item.add_marker(mark)
+
+
+@pytest.fixture(autouse=True)
+def spawns_are_marked(request: pytest.FixtureRequest):
+    """A test that starts a process carries the `proc` mark (its folder's, or its own)."""
+    before = len(_spawned)
+    yield
+    if len(_spawned) > before and request.node.get_closest_marker("proc") is None:
+        pytest.fail(f"the test started a process ({_spawned[before]}) without the proc mark: add "
+                    "pytestmark = pytest.mark.proc (or move it to tests/proc)", pytrace=False)
 
 
 def _key(proc: psutil.Process) -> tuple[int, float]:

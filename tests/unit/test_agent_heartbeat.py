@@ -66,6 +66,7 @@ def test_a_result_line_keeps_its_fault_and_cancelled_flags():
     assert GenerationResult.from_line(GenerationResult(4, cancelled=True).to_line()).cancelled
 
 
+@pytest.mark.proc  # starts processes
 def test_a_dead_forkserver_is_named_even_before_it_is_reaped():
     import subprocess
     import sys

@@ -130,6 +130,7 @@ def test_the_installed_torch_builds_a_config_from_the_agents_keywords():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.proc  # starts processes
 def test_grace_for_close_makes_the_grace_torchs_close_default_in_a_real_process():
     """In a fresh interpreter (the patch is process-wide): PContext.close without a timeout gets the grace, an
     explicit timeout is kept, and a second call only changes the value."""

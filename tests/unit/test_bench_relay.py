@@ -14,6 +14,7 @@ from tests.helpers import REPO
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.mark.proc  # starts processes
 def test_the_relay_benchmark_runs_and_accounts_for_every_byte(tmp_path):
     rows_file = tmp_path / "rows.json"
     done = subprocess.run([sys.executable, "-m", "scripts.bench_relay", "--ranks", "2", "--mb", "0.5", "--rate", "5",

@@ -155,6 +155,7 @@ def test_fingerprint_differences_name_what_changed(tmp_path):
     assert fingerprint_differences(old, old) == []
 
 
+@pytest.mark.proc  # starts processes
 def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
     first = SaveFolderLock(tmp_path)
     first.acquire()
@@ -170,6 +171,7 @@ def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
     again.release()
 
 
+@pytest.mark.proc  # starts processes
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
     script = "import sys, os; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock; SaveFolderLock(Path(sys.argv[1])).acquire(); os._exit(0)"
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=30,

@@ -98,6 +98,7 @@ def test_whole_text_reaches_a_working_fd(heard):
 
 
 @pytest.mark.parametrize("closed", ["0", "1", "2", "0 1 2"])
+@pytest.mark.proc  # starts processes
 def test_closed_std_fds_get_dev_null_before_anything_else_is_opened(tmp_path, closed):
     probe = (
         "import os, sys\n"

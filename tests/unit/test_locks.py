@@ -129,6 +129,7 @@ def test_a_dangling_link_at_the_lock_file_is_not_created_through(tmp_path):
     assert not target.exists()
 
 
+@pytest.mark.proc  # starts processes
 def test_a_socket_that_never_listens_on_the_lock_name_does_not_block_the_folder(tmp_path):
     save = tmp_path / "PAI"
     squat = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

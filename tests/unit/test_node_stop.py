@@ -56,6 +56,7 @@ def no_stop_received(monkeypatch):
     return multinode.STOP_RECEIVED
 
 
+@pytest.mark.proc  # starts processes
 def test_a_stop_from_elsewhere_sends_this_nodes_workers_one_sigterm(no_stop_received):
     worker = _worker(exit_on_term=True)
     generation = _generation(worker)
@@ -66,6 +67,7 @@ def test_a_stop_from_elsewhere_sends_this_nodes_workers_one_sigterm(no_stop_rece
     assert generation.we_stopped and generation.stopped_at is not None
 
 
+@pytest.mark.proc  # starts processes
 def test_when_this_nodes_pai_launch_is_stopping_the_job_the_agent_leaves_the_signal_to_it(no_stop_received):
     no_stop_received.append((signal.SIGTERM, "SIGTERM to node 1's pai-launch"))
     worker = _worker(exit_on_term=False)

@@ -23,6 +23,7 @@ def test_init_command_runs_one_unbuffered_process_on_the_first_gpu(tmp_path):
     assert command.cwd == tmp_path
 
 
+@pytest.mark.proc  # starts processes
 def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_path):
     """pai-launch as a Slurm task (or under torchrun) has SLURM_PROCID, RANK, ... : a script that reads them would
     start a process group in the init run. The real process gets pai-launch's environment less those."""

@@ -58,6 +58,7 @@ def end_owner(owner: subprocess.Popen) -> None:
     owner.stdout.close()
 
 
+@pytest.mark.proc  # starts processes
 def test_a_folder_whose_owner_lives_is_kept_and_removed_once_the_owner_is_gone(tmp_path):
     owner, (path,) = start_owner(tmp_path)
     folder = Path(path)
@@ -70,6 +71,7 @@ def test_a_folder_whose_owner_lives_is_kept_and_removed_once_the_owner_is_gone(t
     assert not folder.exists()
 
 
+@pytest.mark.proc  # starts processes
 def test_a_sweep_in_another_pid_namespace_keeps_a_live_runs_folder(tmp_path):
     owner, (path,) = start_owner(tmp_path)
     sweep = ("from pai_launch.linux import privatedir; import sys; "
@@ -116,6 +118,7 @@ def test_the_lock_file_shows_only_once_it_is_locked(tmp_path):
     assert not folder.path.exists() and folder.lock_fd == -1
 
 
+@pytest.mark.proc  # starts processes
 def test_a_forked_child_that_exits_does_not_release_the_owners_lock(tmp_path):
     owner, (path,) = start_owner(tmp_path, "fork-child")
     try:
@@ -125,6 +128,7 @@ def test_a_forked_child_that_exits_does_not_release_the_owners_lock(tmp_path):
         end_owner(owner)
 
 
+@pytest.mark.proc  # starts processes
 def test_an_execd_child_does_not_hold_the_lock_after_its_owner_died(tmp_path):
     owner, (sleeper, path) = start_owner(tmp_path, "exec-child")
     owner.kill()  # kill -9: no cleanup; the sleeper lives on

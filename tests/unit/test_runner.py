@@ -54,3 +54,20 @@ def test_a_stop_before_anything_started_is_recorded_in_a_save_folder_the_script_
     state = json.loads((tmp_path / "PAI" / ".pai-launch" / "state.json").read_text())
     assert state["last_exit"] == {"code": 143, "reason": "stopped by SIGTERM before anything was started"}
     assert not list(tmp_path.glob("pai-launch-logs-*"))  # the private log folder went with the run
+
+
+def test_every_action_the_machine_can_ask_for_has_one_executor_in_the_table():
+    """The runner dispatches through one table built from the Action union: each type has its method, and a runner
+    without one is named (the check that runs when the module is imported)."""
+    from typing import get_args
+
+    from pai_launch.core.actions import Action, Finish
+    from pai_launch.supervise import runner
+
+    assert set(runner.EXECUTORS) == set(get_args(Action)) - {Finish}
+    assert runner.missing_executors() == []
+
+    class Partial(runner.Runner):
+        execute_ReportStall = None  # as if the executor had been forgotten
+
+    assert runner.missing_executors(Partial) == ["ReportStall"]

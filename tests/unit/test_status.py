@@ -402,6 +402,7 @@ def test_timeline_into_a_missing_folder_is_one_line(finished, tmp_path):
         run_status.draw_timeline(run_status.gather(finished), tmp_path / "nowhere" / "x.png")
 
 
+@pytest.mark.proc  # starts processes
 def test_status_starts_without_torch_or_matplotlib():
     code = "import sys, pai_launch.status.gather; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,

@@ -108,6 +108,7 @@ def test_a_failed_marker_write_leaves_no_temp_file(tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.proc  # starts processes
 def test_importing_the_helpers_pulls_in_nothing_of_the_supervisor(tmp_path):
     probe = ("import json, sys; import pai_launch.training; "
              "print(json.dumps(sorted(sys.modules)))")

@@ -83,6 +83,7 @@ def rank_reads(monkeypatch) -> dict[int, int | None]:
 
 
 # --- WorkerWatch ------------------------------------------------------------------------------------
+@pytest.mark.proc  # starts processes
 def test_the_watch_reports_every_exit_once_with_rank_and_status_and_leaves_the_status_to_popen(rank_reads):
     plan = {0: ("exit", 0), 1: ("exit", 7), 2: ("signal", signal.SIGTERM), 3: ("signal", signal.SIGKILL)}
     expected = {0: 0, 1: 7, 2: -signal.SIGTERM, 3: -signal.SIGKILL}
@@ -112,6 +113,7 @@ def test_the_watch_reports_every_exit_once_with_rank_and_status_and_leaves_the_s
     assert watch.exit_time(-1) is None
 
 
+@pytest.mark.proc  # starts processes
 def test_the_watch_waits_for_all_workers_and_reports_them_in_the_order_they_exited(rank_reads):
     calls: list[list[WorkerExit]] = []
     watch = WorkerWatch(3, calls.append)
@@ -144,6 +146,7 @@ def test_the_watch_waits_for_all_workers_and_reports_them_in_the_order_they_exit
     ("signal", signal.SIGTERM, -signal.SIGTERM),
     ("signal", signal.SIGKILL, -signal.SIGKILL),
 ], ids=["exit0", "exit5", "exit255", "SIGTERM", "SIGKILL"])
+@pytest.mark.proc  # starts processes
 def test_returncode_of_a_real_waitid_result_is_popen_style(how, value, expected):
     child = start_child(None, how, value)
     try:
@@ -164,6 +167,7 @@ def test_returncode_of_a_core_dump_is_the_negative_signal():
     assert returncode_of(dumped) == -signal.SIGSEGV
 
 
+@pytest.mark.proc  # starts processes
 def test_rank_of_reads_rank_from_the_workers_environment():
     child = start_child(5)
     try:
@@ -177,6 +181,7 @@ def test_rank_of_reads_rank_from_the_workers_environment():
 
 
 @pytest.mark.parametrize("rank", [None, "x", ""], ids=["no RANK", "RANK not a number", "RANK empty"])
+@pytest.mark.proc  # starts processes
 def test_rank_of_a_process_without_a_numeric_rank_is_none_after_its_timeout(rank):
     child = start_child(rank)
     try:
@@ -193,6 +198,7 @@ def test_rank_of_a_process_without_a_numeric_rank_is_none_after_its_timeout(rank
     assert took >= 0.3
 
 
+@pytest.mark.proc  # starts processes
 def test_rank_of_a_process_that_is_gone_is_none_at_once():
     child = start_child(3)
     release(child)
@@ -206,6 +212,7 @@ def test_rank_of_a_process_that_is_gone_is_none_at_once():
 
 
 # --- warm workers: found by their records ----------------------------------------------------------
+@pytest.mark.proc  # starts processes
 def test_a_warm_worker_killed_before_writing_its_end_still_has_its_exit_moment_and_leaves_the_status_to_torch(tmp_path):
     """A SIGKILLed warm worker writes no end to its record: its status comes from torch, whose failure times are whole
     seconds. The watch still knows to the millisecond when it died, so the root cause can be ordered right."""
@@ -234,6 +241,7 @@ def test_a_warm_worker_killed_before_writing_its_end_still_has_its_exit_moment_a
     assert watch.exits[ended.pid].returncode == 1 and watch.exits[ended.pid].rank == 1
 
 
+@pytest.mark.proc  # starts processes
 def test_a_killed_warm_workers_status_comes_from_what_the_forkserver_recorded_as_it_reaped_it(tmp_path):
     """With the server's exit statuses (forkprep.record_exits), the watch names a killed warm worker's signal and
     reports every exit itself, in the order they were seen: the root cause does not depend on torch."""
@@ -264,6 +272,7 @@ def test_a_killed_warm_workers_status_comes_from_what_the_forkserver_recorded_as
     assert [(e.rank, e.returncode) for e in calls[0]] == [(0, -signal.SIGKILL), (1, 1)]
 
 
+@pytest.mark.proc  # starts processes
 def test_the_forkserver_records_each_reaped_childs_status(tmp_path):
     """forkprep.record_exits in a process of its own: os.waitpid, as multiprocessing's forkserver loop calls it,
     writes EXITS/<pid> for a child that was killed and for one that exited."""

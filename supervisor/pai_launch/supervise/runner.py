@@ -14,6 +14,7 @@ import subprocess
 import time
 import traceback
 from dataclasses import replace
+from typing import get_args
 
 from pai_launch.savefmt import adoptions
 from pai_launch.supervise import console
@@ -26,7 +27,7 @@ from pai_launch.supervise import logspace
 from pai_launch.core import machine
 from pai_launch.supervise import plan
 from pai_launch.savefmt import savedir
-from pai_launch.core.actions import Finish
+from pai_launch.core.actions import Action, Finish
 from pai_launch.core.spec import LaunchSpec, policy_for
 from pai_launch.core.events import (
     AdoptionRefused, Began, GenerationEnded, GenerationRefused, Resumed, Role, SaveFolderAdopted, SaveFolderLost, Tick,
@@ -153,7 +154,7 @@ class Runner:
                     log("run_finished", exit_code=action.exit_code, reason=action.reason, generations=self.state.generation,
                         duration_s=round(time.monotonic() - started, 2), **stopped)
                     return action.exit_code
-                getattr(self, f"execute_{type(action).__name__}")(action)
+                getattr(self, EXECUTORS[type(action)])(action)
             if self.table.run_started():
                 self.notifier.ready()  # once: the first process of the run is running
 
@@ -366,3 +367,17 @@ class Runner:
     def execute_ReportStall(self, action) -> None:
         self.log.error("stall_detected", generation=self.state.generation, idle_s=round(action.idle, 1),
                        action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
+
+
+#: Each action the machine can ask for and the Runner method that carries it out (Finish ends the loop itself).
+EXECUTORS: dict[type, str] = {kind: f"execute_{kind.__name__}" for kind in get_args(Action) if kind is not Finish}
+
+
+def missing_executors(runner: type = Runner) -> list[str]:
+    """Actions the runner cannot carry out: checked as this module is imported, so a new action without its executor
+    fails every test that imports the runner rather than a run that reaches it."""
+    return sorted(kind.__name__ for kind, name in EXECUTORS.items() if not callable(getattr(runner, name, None)))
+
+
+if missing_executors():
+    raise ImportError(f"supervise.runner: no executor for {', '.join(missing_executors())}: add Runner.execute_<Action>")
