@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from pai_launch.wire import log_events
+
 pytestmark = pytest.mark.proc
 
 #: Installed before pai-launch's entry point runs; appends each module the supervisor imports to OUT, one per line.
@@ -37,6 +39,8 @@ def test_a_whole_launch_keeps_torch_and_the_other_processes_code_out_of_the_supe
     assert launch.wait(120) == 0, launch.stderr
     finished = launch.event("run_finished")
     assert (finished["exit_code"], finished["generations"]) == (0, 3)
+    logged = {event["event"] for event in launch.events()}
+    assert logged - log_events.ALL == set() and {log_events.DENDRITES_ADDED, log_events.GENERATION_ENDED} <= logged
     modules = set(imported.read_text().split())
     assert "pai_launch.supervise.runner" in modules and "pai_launch.doctor.diagnose" in modules  # the hook saw them
     leaked = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in REFUSED))

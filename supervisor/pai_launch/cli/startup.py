@@ -8,6 +8,7 @@ import queue
 import sys
 import time
 
+from pai_launch.wire import log_events
 from pai_launch.savefmt import adoptions
 from pai_launch.linux import capacity
 from pai_launch.core import exitcodes
@@ -27,18 +28,18 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
     try:
         spec, adopted = adoptions.resolve(spec)
         if adopted is not None:
-            log.info("adopted_folder_used", save_folder=adopted.save_name, instead_of=adopted.instead_of,
+            log.info(log_events.ADOPTED_FOLDER_USED, save_folder=adopted.save_name, instead_of=adopted.instead_of,
                      recorded_in=str(adoptions.record_path(spec.workdir)))
         if spec.fresh and spec.save_dir.exists():
             if spec.dry_run:
                 print(f"--fresh: {spec.save_dir} would be moved aside")
             else:
                 moved = move_aside(spec.save_dir)
-                log.warning("save_folder_moved_aside", save_folder=str(spec.save_dir), moved_to=str(moved))
+                log.warning(log_events.SAVE_FOLDER_MOVED_ASIDE, save_folder=str(spec.save_dir), moved_to=str(moved))
         marker_time = savedir.marker_mtime(spec.save_dir)
         if marker_time is not None:
             when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
-            log.info("already_complete", save_folder=str(spec.save_dir), marker_written=when,
+            log.info(log_events.ALREADY_COMPLETE, save_folder=str(spec.save_dir), marker_written=when,
                      hint="nothing to do; use --fresh (or another --save-name) to train again")
             return exitcodes.COMPLETE
         spec, notes = check_script(spec)

@@ -3,6 +3,7 @@ service manager shows (systemd's STATUS=), both from the typed state."""
 
 from __future__ import annotations
 
+from pai_launch.wire import log_events
 from pai_launch.wire import failure_causes
 from pai_launch.core.events import Cause, Failure, GenerationEnded
 from pai_launch.core.exitcodes import describe_returncode
@@ -15,24 +16,24 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
     another node) is stopped, not failed, whatever its workers' exits."""
     fields = dict(generation=state.generation, duration_s=duration, complete=event.complete, switch_files=list(event.progressed))
     if event.stopped is not None:
-        return "generation_stopped", {**fields, "cause": event.stopped[1], "reason": f"the job was stopped: {event.stopped[1]}",
+        return log_events.GENERATION_STOPPED, {**fields, "cause": event.stopped[1], "reason": f"the job was stopped: {event.stopped[1]}",
                                       **stop_fields(event)}
     if state.stopped_by is not None:
-        return "generation_stopped", {**fields, "cause": state.stopped_by, "reason": state.reason, **stop_fields(event)}
+        return log_events.GENERATION_STOPPED, {**fields, "cause": state.stopped_by, "reason": state.reason, **stop_fields(event)}
     if event.fatal is not None:
-        return "generation_failed", {**fields, "error": event.fatal}
+        return log_events.GENERATION_FAILED, {**fields, "error": event.fatal}
     if not event.failures:
-        return "generation_ended", {**fields, "exit": "all workers exited 0"}
+        return log_events.GENERATION_ENDED, {**fields, "exit": "all workers exited 0"}
     first = event.failures[0]
     if first.cause is Cause.WORKER:
         where = {} if first.node is None else {"node": first.node, "host": first.host}
-        return "generation_failed", {**fields, "rank": first.rank, **where, "exit": describe_returncode(first.returncode or 0),
+        return log_events.GENERATION_FAILED, {**fields, "rank": first.rank, **where, "exit": describe_returncode(first.returncode or 0),
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "exit_codes": {str(f.rank): f.returncode for f in event.failures
                                                     if f.cause is Cause.WORKER and f.returncode is not None},
                                      "reached_training": state.current.reached_training,
                                      **failure_causes.fields(first.log_tail)}
-    return "generation_failed", {**fields, "error": first.detail}
+    return log_events.GENERATION_FAILED, {**fields, "error": first.detail}
 
 
 def own_crash(failure: Failure) -> bool:
@@ -61,10 +62,10 @@ def dendrite_verdict(generation: int, before: int, after: int, files: tuple[str,
     validation score did not improve, so it kept the model from before them and wrote (or rewrote) the switch file."""
     fields = dict(generation=generation, dendrites=after, switch_files=list(files))
     if after > before:
-        return "dendrites_added", {**fields, "added": after - before}
+        return log_events.DENDRITES_ADDED, {**fields, "added": after - before}
     hint = ("PerforatedAI kept no new dendrite (the validation score did not improve with them) and wrote the switch "
             "file to go on from the model it kept")
-    return "dendrites_rejected", {**fields, **({"taken_back": before - after} if after < before else {}), "hint": hint}
+    return log_events.DENDRITES_REJECTED, {**fields, **({"taken_back": before - after} if after < before else {}), "hint": hint}
 
 
 def phase_status(state: State, policy: Policy, dendrites: int | None = None) -> str:

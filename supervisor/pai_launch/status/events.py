@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from pai_launch.wire import log_events
 from pai_launch.wire import failure_causes
 from pai_launch.status.model import (
     COMPLETE, FAILED, INTERRUPTED, NO_PROGRESS, REJECTED, RESTRUCTURED, RUNNING, STOPPED, Generation, InitRun, Problem,
@@ -22,18 +23,18 @@ STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 
 #: Events shown as a problem line, with the fields that say what happened.
 PROBLEM_EVENTS = {
-    "retry_scheduled": ("reason", "failures", "max_failures", "delay_s"),
-    "stall_detected": ("generation", "idle_s", "action"),
-    "agent_hung": ("generation", "silent_s", "action"),
-    "checkpoint_quarantined": ("file", "problem", "moved_to"),
-    "resuming_from_scratch": ("reason",),
-    "save_folder_failed": ("reason",),
-    "internal_error": ("error", "hint"),
-    "job_store_lost": ("reason",),
-    "agent_replaced": ("agent_pid", "exit", "reason"),
-    "run_killed": ("processes",),
-    "requeue_failed": ("error",),
-    "init_output_tail": ("tail",),
+    log_events.RETRY_SCHEDULED: ("reason", "failures", "max_failures", "delay_s"),
+    log_events.STALL_DETECTED: ("generation", "idle_s", "action"),
+    log_events.AGENT_HUNG: ("generation", "silent_s", "action"),
+    log_events.CHECKPOINT_QUARANTINED: ("file", "problem", "moved_to"),
+    log_events.RESUMING_FROM_SCRATCH: ("reason",),
+    log_events.SAVE_FOLDER_FAILED: ("reason",),
+    log_events.INTERNAL_ERROR: ("error", "hint"),
+    log_events.JOB_STORE_LOST: ("reason",),
+    log_events.AGENT_REPLACED: ("agent_pid", "exit", "reason"),
+    log_events.RUN_KILLED: ("processes",),
+    log_events.REQUEUE_FAILED: ("error",),
+    log_events.INIT_OUTPUT_TAIL: ("tail",),
 }
 
 
@@ -134,7 +135,7 @@ class _Reader:
         if now is not None:
             history.first = now if history.first is None else min(history.first, now)
             history.last = now if history.last is None else max(history.last, now)
-        if name == "run_started":
+        if name == log_events.RUN_STARTED:
             if len(history.sessions) == 1 and history.sessions[0].pid is None and not history.generations:
                 history.sessions.clear()  # the lines before it (metrics_serving, say) belong to this start
             history.sessions.append(Session(started=now, pid=event.get("pid"), resumed=bool(event.get("resumed"))))
@@ -290,3 +291,13 @@ def history(events: list[dict]) -> History:
             generation.outcome = INTERRUPTED
             generation.detail = "pai-launch was killed (or its machine lost) while it ran; the next start resumed"
     return reader.history
+
+
+def unknown_handlers(reader: type = _Reader) -> list[str]:
+    """Handlers (`on_<event>`) for events pai-launch does not log: a renamed event would leave its handler unread.
+    Checked as this module is imported."""
+    return sorted(name[3:] for name in dir(reader) if name.startswith("on_") and name[3:] not in log_events.ALL)
+
+
+if unknown_handlers():
+    raise ImportError(f"status.events reads events pai-launch never logs: {', '.join(unknown_handlers())}")

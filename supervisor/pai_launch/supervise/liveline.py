@@ -8,6 +8,8 @@ containers get plain lines.
 
 from __future__ import annotations
 
+from pai_launch.wire import log_events
+
 import shutil
 import sys
 import threading
@@ -134,17 +136,15 @@ class StatusFeed:
 
     def observe(self, event: dict) -> None:
         name = str(event.get("event", ""))
-        if name == "worker_output":
-            return
         self.last_event = name
-        if name == "init_started":
+        if name == log_events.INIT_STARTED:
             self.generation = 0
-        elif name == "run_started":  # generation: the last one a resumed run had reached (0: none yet)
+        elif name == log_events.RUN_STARTED:  # generation: the last one a resumed run had reached (0: none yet)
             self.generation = event.get("generation") or None
         elif "generation" in event and isinstance(event["generation"], int):
             self.generation = event["generation"]
-        if name in ("run_started", "generation_started", "generation_ended", "generation_failed", "generation_stopped",
-                    "completion_marker_seen"):
+        if name in (log_events.RUN_STARTED, log_events.GENERATION_STARTED, log_events.GENERATION_ENDED, log_events.GENERATION_FAILED, log_events.GENERATION_STOPPED,
+                    log_events.COMPLETION_MARKER_SEEN):
             self.dendrites, self.best = self._facts()
         self._live.set(self.text())
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pai_launch.wire import log_events
 from pai_launch.savefmt import savedir
 
 #: Seconds from a generation's end to the next one's workers training (backoff and worker start-up included).
@@ -66,31 +67,31 @@ class RunMetrics:
 
     def observe(self, event: dict) -> None:
         name = event.get("event")
-        if name == "run_started":
+        if name == log_events.RUN_STARTED:
             self.info.info({"run_id": str(event.get("run_id", "")), "script": str(event.get("script", "")),
                             "save_folder": str(event.get("save_folder", ""))})
             self.generation.set(event.get("generation") or 0)
             self.consecutive.set(event.get("failures") or 0)
             self._refresh_folder()
-        elif name == "init_started":
+        elif name == log_events.INIT_STARTED:
             self.generation.set(0)
-        elif name == "generation_started":
+        elif name == log_events.GENERATION_STARTED:
             self.generation.set(event["generation"])
             self._nproc = int(event.get("nproc") or 0)
             if self._ended_at is not None:
                 self.restarts.inc()
             self.running.set(1)
-        elif name == "training_reached":
+        elif name == log_events.TRAINING_REACHED:
             if self._ended_at is not None:
                 self.gap.observe(max(0.0, self._clock() - self._ended_at))
                 self._ended_at = None
         elif name in ENDS:
             self._generation_end(name, event)
-        elif name == "retry_scheduled":
+        elif name == log_events.RETRY_SCHEDULED:
             self.consecutive.set(event.get("failures") or 0)
-        elif name in ("completion_marker_seen", "run_finished", "already_complete"):
+        elif name in (log_events.COMPLETION_MARKER_SEEN, log_events.RUN_FINISHED, log_events.ALREADY_COMPLETE):
             self._refresh_folder()
-            if name == "run_finished":
+            if name == log_events.RUN_FINISHED:
                 self.running.set(0)
 
     def _generation_end(self, name: str, event: dict) -> None:
@@ -98,12 +99,12 @@ class RunMetrics:
         self.running.set(0)
         if event.get("duration_s") is not None:
             self.duration.observe(float(event["duration_s"]))
-        if name == "generation_failed":
+        if name == log_events.GENERATION_FAILED:
             self.failures.inc()
-        elif name == "generation_ended" and (event.get("switch_files") or event.get("complete")):
+        elif name == log_events.GENERATION_ENDED and (event.get("switch_files") or event.get("complete")):
             self.consecutive.set(0)  # progress resets the count
         codes = {str(rank): code for rank, code in (event.get("exit_codes") or {}).items()}
-        if name == "generation_ended":
+        if name == log_events.GENERATION_ENDED:
             codes = {str(rank): 0 for rank in range(self._nproc)}
         if codes:
             self.exit_code.clear()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
+from pai_launch.wire import log_events
 from pai_launch.core import exitcodes
 from pai_launch.wire import failure_causes
 from pai_launch.supervise import logspace
@@ -50,16 +51,16 @@ class Observer:
         if isinstance(raw, ThreadFailed):
             raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
         if isinstance(raw, SignalReceived):
-            self.log.warning("signal_received", signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+            self.log.warning(log_events.SIGNAL_RECEIVED, signal=signal.Signals(raw.signum).name, phase=state.phase.value)
             if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
-                self.log.warning("stack_dump", pid=os.getpid(), stacks=signals.thread_stacks())
+                self.log.warning(log_events.STACK_DUMP, pid=os.getpid(), stacks=signals.thread_stacks())
         elif isinstance(raw, SaveWritten):
             number = savedir.switch_number(raw.name)
             if number is not None and (state.generation, raw.name) not in self.announced:
                 # Whether it holds new dendrites is known once the generation ends (PerforatedAI writes its
                 # param_counts.csv after the switch file): dendrites_added or dendrites_rejected then.
                 self.announced.add((state.generation, raw.name))
-                self.log.info("switch_written", switch=number, file=raw.name, generation=state.generation)
+                self.log.info(log_events.SWITCH_WRITTEN, switch=number, file=raw.name, generation=state.generation)
                 self.notifier.status(f"generation {state.generation} running; {raw.name} written")
             return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
         elif isinstance(raw, GenerationEnded) and raw.recheck and raw.progressed and state.phase is machine.Phase.SETTLING:
@@ -85,18 +86,18 @@ class Observer:
             if not self.table.is_current_agent(raw.agent_pid):
                 return None
             if (raw.generation, raw.failures) != (state.generation, state.failures):
-                self.log.warning("generation_joined", generation=raw.generation, instead_of=state.generation,
+                self.log.warning(log_events.GENERATION_JOINED, generation=raw.generation, instead_of=state.generation,
                                  failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
                                  "failures; this node follows")
             return GenerationJoined(raw.generation, raw.now, raw.failures)
         elif isinstance(raw, GenerationRefused) and raw.log_dir and state.phase is not machine.Phase.STOPPING:
-            self.log.error("log_dir_full", reason=raw.reason)
+            self.log.error(log_events.LOG_DIR_FULL, reason=raw.reason)
         elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
-            self.log.error("save_folder_failed", reason=raw.reason)
+            self.log.error(log_events.SAVE_FOLDER_FAILED, reason=raw.reason)
         elif isinstance(raw, JobStoreLost):
-            self.log.error("job_store_lost", reason=raw.reason)
+            self.log.error(log_events.JOB_STORE_LOST, reason=raw.reason)
         elif isinstance(raw, JobStopSeen):
-            self.log.info("job_stop_seen", reason=raw.reason, hint="node 0's store closed with the job stopped")
+            self.log.info(log_events.JOB_STOP_SEEN, reason=raw.reason, hint="node 0's store closed with the job stopped")
         return raw  # type: ignore[return-value] - the rest are events already
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
@@ -105,9 +106,9 @@ class Observer:
         if raw.role is Role.INIT:
             stopped = {"stopped_by": state.stopped_by} if state.stopped_by is not None else {}
             log = self.log.info if raw.returncode == 0 or stopped else self.log.error
-            log("init_exited", exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration, **stopped)
+            log(log_events.INIT_EXITED, exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration, **stopped)
             if raw.returncode != 0 and not stopped:
-                self.log.error("init_output_tail", tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
+                self.log.error(log_events.INIT_OUTPUT_TAIL, tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
@@ -116,20 +117,20 @@ class Observer:
     def agent_started(self, raw: AgentStarted) -> None:
         facts = raw.facts
         if facts.get("restarted"):
-            self.log.warning("forkserver_restarted", agent_pid=raw.agent_pid, forkserver_pid=facts.get("forkserver"),
+            self.log.warning(log_events.FORKSERVER_RESTARTED, agent_pid=raw.agent_pid, forkserver_pid=facts.get("forkserver"),
                              reason=facts.get("restarted_why", "the forkserver had died"),
                              hint="the agent started a new forkserver, which passed the self-check")
         elif facts.get("went_cold"):
-            self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
+            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
         elif facts.get("warm"):
-            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts["preloaded"]),
+            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts["preloaded"]),
                           forkserver_pid=facts.get("forkserver"), took_s=facts.get("took_s"), **_versions(facts),
                           **({"not_preloaded": ",".join(facts["missing"])} if facts.get("missing") else {}),
                           **({"fell_back": facts["why"]} if facts.get("why") else {}))
         elif facts.get("why") == "--cold":
-            self.log.info("agent_ready", agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"), **_versions(facts))
+            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"), **_versions(facts))
         else:
-            self.log.warning("warm_workers_refused", agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"),
+            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"),
                              hint="every worker starts as a fresh interpreter; --cold says so without the check")
 
     def agent_gone(self, raw: AgentGone) -> None:
@@ -139,9 +140,9 @@ class Observer:
         if raw.why:
             fields["reason"] = raw.why
         if replaced_by is not None:
-            self.log.warning("agent_replaced", **fields, new_agent_pid=replaced_by)
+            self.log.warning(log_events.AGENT_REPLACED, **fields, new_agent_pid=replaced_by)
         elif raw.why or raw.returncode != 0:
-            self.log.warning("agent_exited", **fields)
+            self.log.warning(log_events.AGENT_EXITED, **fields)
 
     def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
         result = raw.result
@@ -152,7 +153,7 @@ class Observer:
             failures = (Failure.launcher(f"agent process ended with {exitcodes.describe_returncode(raw.returncode)} "
                                          "before reporting a result"),)
         elif result.cancelled:
-            self.log.info("workers_not_started", generation=state.generation, agent_pid=raw.agent_pid,
+            self.log.info(log_events.WORKERS_NOT_STARTED, generation=state.generation, agent_pid=raw.agent_pid,
                           reason="the run was stopped before the agent started them")
             failures = ()
         elif result.fault:
@@ -178,7 +179,7 @@ class Observer:
         empty or cut short, and a retry into a full disk cannot help)."""
         problem = logspace.problem(self.table.log_root, given=self.session.spec.log_dir is not None)
         if problem:
-            self.log.error("log_dir_full", reason=problem)
+            self.log.error(log_events.LOG_DIR_FULL, reason=problem)
         return problem
 
     def all_failed_loading(self, failures: tuple[Failure, ...]) -> str | None:
@@ -212,21 +213,21 @@ class Observer:
         name, fields = dendrite_verdict(state.generation, self.dendrites, after, event.progressed)
         self.dendrites = after
         self.log.info(name, **fields)
-        verdict = "dendrites added" if name == "dendrites_added" else "dendrites rejected"
+        verdict = "dendrites added" if name == log_events.DENDRITES_ADDED else "dendrites rejected"
         self.notifier.status(f"generation {state.generation} ended: {verdict}, {after} in all")
 
     def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
         if event.progressed:
             self.judge_dendrites(event, state)
         name, fields = generation_end(event, state, duration)
-        if name == "generation_stopped":  # asked for: no failure, no log tail; a rank's own crash is a warning
+        if name == log_events.GENERATION_STOPPED:  # asked for: no failure, no log tail; a rank's own crash is a warning
             (self.log.warning if "rank" in fields else self.log.info)(name, **fields)
             return event
         (self.log.error if (event.failures or event.fatal) else self.log.info)(name, **fields)
         if event.failures and event.failures[0].log_tail:
             first = event.failures[0]
             where = {} if first.node is None else {"node": first.node, "host": first.host}
-            self.log.error("worker_log_tail", rank=first.rank, **where, tail=first.log_tail,
+            self.log.error(log_events.WORKER_LOG_TAIL, rank=first.rank, **where, tail=first.log_tail,
                            log_line=failure_causes.explaining_line(first.log_tail)[:500])
         return event
 

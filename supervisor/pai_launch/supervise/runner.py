@@ -16,6 +16,7 @@ import traceback
 from dataclasses import replace
 from typing import get_args
 
+from pai_launch.wire import log_events
 from pai_launch.savefmt import adoptions
 from pai_launch.supervise import console
 from pai_launch.supervise import coordination
@@ -85,7 +86,7 @@ class Runner:
         console.watch(self.console_lost)
         squatted = self.session.lock.squatted
         if squatted:
-            self.log.warning("save_lock_squatted", **squatted, hint="another user's socket holds the name of the save "
+            self.log.warning(log_events.SAVE_LOCK_SQUATTED, **squatted, hint="another user's socket holds the name of the save "
                              "folder's path lock; it is ignored, and the lock file alone keeps a second pai-launch out")
         try:
             self.table.open(self.session.run_id)
@@ -96,7 +97,7 @@ class Runner:
                 try:
                     self.store_host.publish_token(self.session.save_dir)
                 except jobsecret.SecretError as exc:
-                    self.log.error("job_setup_failed", error=str(exc))
+                    self.log.error(log_events.JOB_SETUP_FAILED, error=str(exc))
                     return exitcodes.USAGE
             self.observer = Observer(self.session, self.table, self.log, self.notifier)
             return self.supervise()
@@ -108,7 +109,7 @@ class Runner:
                     self.job.close()
                 killed, survivors = self.table.close()
                 if killed:
-                    self.log.info("leftovers_killed", processes=killed, survivors=survivors)
+                    self.log.info(log_events.LEFTOVERS_KILLED, processes=killed, survivors=survivors)
             finally:
                 console.watch(None)
                 self.session.close()
@@ -119,12 +120,12 @@ class Runner:
         started = time.monotonic()
         self.inbox.put(Began(self.session.needs_init(), started))  # behind any signal already queued
         if self.spec.slurm_job_id is not None:
-            self.log.info("slurm_job", job_id=self.spec.slurm_job_id, restart_count=self.spec.slurm_restart_count,
+            self.log.info(log_events.SLURM_JOB, job_id=self.spec.slurm_job_id, restart_count=self.spec.slurm_restart_count,
                           requeue_on=signal.Signals(self.spec.requeue_on).name if self.spec.requeue_on else None)
         if self.spec.nodes.multi:
-            self.log.info("job_nodes", nodes=self.spec.nodes.describe(), job_id=plan.job_id(self.spec, self.session.run_id),
+            self.log.info(log_events.JOB_NODES, nodes=self.spec.nodes.describe(), job_id=plan.job_id(self.spec, self.session.run_id),
                           serving_store=self.store_host is not None)
-        self.log.info("run_started", script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
+        self.log.info(log_events.RUN_STARTED, script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
                       mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid(),
                       resumed=self.session.previous is not None, generation=self.state.generation, failures=self.state.failures)
         self.views.start(self.log)
@@ -137,10 +138,10 @@ class Runner:
             reached = self.state.current.reached_training and not before.current.reached_training
             if reached and self.state.phase is machine.Phase.TRAINING:
                 # The workers' first write beyond start-up files: what a restart costs ends here.
-                self.log.info("training_reached", generation=self.state.generation,
+                self.log.info(log_events.TRAINING_REACHED, generation=self.state.generation,
                               after_s=round(time.monotonic() - self.state.current.started_at, 2))
             if self.state.marker_seen and not before.marker_seen:
-                self.log.info("completion_marker_seen", generation=self.state.generation, grace_s=self.spec.grace)
+                self.log.info(log_events.COMPLETION_MARKER_SEEN, generation=self.state.generation, grace_s=self.spec.grace)
             self.record()
             self.notifier.report(phase_status(self.state, self.policy, self.observer.dendrites),
                                  stopping=self.state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
@@ -151,7 +152,7 @@ class Runner:
                     asked = self.state.stopped_by is not None and action.exit_code >= 128  # not a fault found meanwhile
                     stopped = {"stopped_by": self.state.stopped_by} if asked else {}
                     log = self.log.info if action.exit_code == 0 or stopped else self.log.error
-                    log("run_finished", exit_code=action.exit_code, reason=action.reason, generations=self.state.generation,
+                    log(log_events.RUN_FINISHED, exit_code=action.exit_code, reason=action.reason, generations=self.state.generation,
                         duration_s=round(time.monotonic() - started, 2), **stopped)
                     return action.exit_code
                 getattr(self, EXECUTORS[type(action)])(action)
@@ -164,12 +165,12 @@ class Runner:
         try:
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.log.error("requeue_failed", job_id=job, error=str(exc), hint="requeue the job by hand: scontrol requeue JOBID")
+            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=str(exc), hint="requeue the job by hand: scontrol requeue JOBID")
             return
         if done.returncode == 0:
-            self.log.warning("job_requeued", job_id=job, hint="Slurm runs the job again; it resumes from the save folder")
+            self.log.warning(log_events.JOB_REQUEUED, job_id=job, hint="Slurm runs the job again; it resumes from the save folder")
         else:
-            self.log.error("requeue_failed", job_id=job, error=(done.stderr or done.stdout).strip(),
+            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=(done.stderr or done.stdout).strip(),
                            hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
 
     def console_lost(self, stream: str, error: str) -> None:
@@ -177,7 +178,7 @@ class Runner:
         events file the record; said there once per stream (never on the console, which would fail again)."""
         events = self.session.events
         if events is not None:
-            events(None, "warning", {"event": "console_lost", "stream": stream, "error": error,
+            events(None, "warning", {"event": log_events.CONSOLE_LOST, "stream": stream, "error": error,
                                      "run_id": self.session.run_id,
                                      "hint": "the run goes on; its console output is dropped from here on, and this "
                                              "file keeps every event"})
@@ -193,10 +194,10 @@ class Runner:
         self.state = replace(self.state, phase=machine.Phase.DONE, exit_code=exitcodes.INTERNAL_ERROR,
                              reason=f"internal error: {error}")
         try:
-            self.log.error("internal_error", error=error, exit_code=exitcodes.INTERNAL_ERROR,
+            self.log.error(log_events.INTERNAL_ERROR, error=error, exit_code=exitcodes.INTERNAL_ERROR,
                            hint="a bug in pai-launch: every process of the run is stopped; please report it with this log",
                            exception=trace)
-            self.log.error("run_finished", exit_code=exitcodes.INTERNAL_ERROR, reason=self.state.reason,
+            self.log.error(log_events.RUN_FINISHED, exit_code=exitcodes.INTERNAL_ERROR, reason=self.state.reason,
                            generations=self.state.generation)
             self.session.record(self.state)
         except Exception:  # noqa: BLE001 - the exit code says it even where nothing can be written
@@ -230,7 +231,7 @@ class Runner:
         (writes seen by the watcher meanwhile may still be queued behind this)."""
         wall = savedir.last_write(self.session.save_dir)
         last_write = None if wall is None else now - max(0.0, time.time() - wall)
-        self.log.warning("supervisor_resumed", paused_s=round(paused, 1), phase=self.state.phase.value,
+        self.log.warning(log_events.SUPERVISOR_RESUMED, paused_s=round(paused, 1), phase=self.state.phase.value,
                          last_write_s_ago=None if last_write is None else round(now - last_write, 1),
                          hint="pai-launch did not run meanwhile (stopped, or its host suspended); the save folder "
                               "was read again before judging a stall")
@@ -252,7 +253,7 @@ class Runner:
         self.session.init_starting()
         self.after_init = True
         pid = self.table.start_plain(Role.INIT, command)
-        self.log.info("init_started", pid=pid, command=" ".join(command.argv[1:]))
+        self.log.info(log_events.INIT_STARTED, pid=pid, command=" ".join(command.argv[1:]))
 
     def execute_AdoptSaveFolder(self, action) -> None:
         now = time.monotonic()
@@ -263,13 +264,13 @@ class Runner:
         except SaveFolderError as exc:
             self.inbox.put(SaveFolderLost(str(exc), now))
         else:
-            self.log.warning("save_folder_adopted", save_folder=action.name, instead_of=self.spec.save_name,
+            self.log.warning(log_events.SAVE_FOLDER_ADOPTED, save_folder=action.name, instead_of=self.spec.save_name,
                              recorded_in=str(adoptions.record_path(self.spec.workdir)),
                              hint=f"the script saves to {action.name}; the same command resumes there (or pass "
                                   f"--save-name {action.name} to say so)")
             problem = self.session.remember_adoption()
             if problem:
-                self.log.warning("adoption_not_recorded", error=problem,
+                self.log.warning(log_events.ADOPTION_NOT_RECORDED, error=problem,
                                  hint=f"start this run again with --save-name {action.name} to resume it")
             self.inbox.put(SaveFolderAdopted(action.name, now))
 
@@ -281,7 +282,7 @@ class Runner:
         remade = again and self.session.replaced()
         problem = self.session.take(again=again, during=during) or self.session.problem(during)
         if remade and not problem:
-            self.log.warning("save_folder_remade", save_folder=str(self.session.save_dir),
+            self.log.warning(log_events.SAVE_FOLDER_REMADE, save_folder=str(self.session.save_dir),
                              reason="the init run removed the save folder and wrote it again",
                              hint="pai-launch's own files are made again in the new folder")
         had_switches = savedir.has_switches(self.session.save_dir)
@@ -300,26 +301,26 @@ class Runner:
             self.inbox.put(GenerationRefused(output_problem, time.monotonic(), log_dir=True))
             return
         if load_folder is None and had_switches:
-            self.log.warning("resuming_from_scratch", reason="no valid switch_*.pt left; starting after the init run")
+            self.log.warning(log_events.RESUMING_FROM_SCRATCH, reason="no valid switch_*.pt left; starting after the init run")
         self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the writes
         if self.spec.data_parallel:
             pid = self.table.start_plain(Role.DATA_PARALLEL, plan.data_parallel_command(self.spec, self.session.run_id,
                                                                                        action.generation))
-            self.log.info("training_started", mode="data_parallel", pid=pid, generation=action.generation)
+            self.log.info(log_events.TRAINING_STARTED, mode="data_parallel", pid=pid, generation=action.generation)
             return
         self.session.generation_starting()
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
                                           self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
                                           failures=self.state.failures)
         pid, had = self.table.start_agent(request)
-        self.log.info("generation_started", generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
+        self.log.info(log_events.GENERATION_STARTED, generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
                       agent_pid=pid, agent_started_ahead=had)
 
     def log_disk_problem(self) -> str | None:
         return logspace.problem(self.table.log_root, given=self.spec.log_dir is not None)
 
     def quarantined(self, name: str, problem: str, moved) -> None:
-        self.log.warning("checkpoint_quarantined", file=name, problem=problem, moved_to=str(moved))
+        self.log.warning(log_events.CHECKPOINT_QUARANTINED, file=name, problem=problem, moved_to=str(moved))
 
     def execute_PrepareAgent(self, action) -> None:
         self.table.prepare_agent()
@@ -327,17 +328,17 @@ class Runner:
     def execute_SignalRun(self, action) -> None:
         targets = self.table.signal_run(action.signum, only_new=action.only_new)
         if not action.only_new:
-            self.log.info("signal_forwarded", signal=signal.Signals(action.signum).name, pids=targets)
+            self.log.info(log_events.SIGNAL_FORWARDED, signal=signal.Signals(action.signum).name, pids=targets)
         elif targets:
-            self.log.info("late_workers_signalled", signal=signal.Signals(action.signum).name, pids=targets)
+            self.log.info(log_events.LATE_WORKERS_SIGNALLED, signal=signal.Signals(action.signum).name, pids=targets)
 
     def execute_KillRun(self, action) -> None:
-        self.log.warning("run_killed", processes=self.table.kill_all())
+        self.log.warning(log_events.RUN_KILLED, processes=self.table.kill_all())
 
     def execute_ScheduleRetry(self, action) -> None:
         # The backoff counts from the failure's discovery; retry_in_s is what is left of it as this line is written.
         left = max(0.0, (self.state.current.retry_at or 0.0) - time.monotonic())
-        self.log.warning("retry_scheduled", delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
+        self.log.warning(log_events.RETRY_SCHEDULED, delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
                          max_failures=self.spec.max_failures, reason=action.reason)
 
     def execute_AnnounceStop(self, action) -> None:
@@ -350,7 +351,7 @@ class Runner:
         else:
             told = self.table.stop_job(stop)
         log = self.log.info if told else self.log.warning
-        log("job_stop_announced", reason=action.reason, told=told,
+        log(log_events.JOB_STOP_ANNOUNCED, reason=action.reason, told=told,
             **({} if told else {"hint": "no agent to reach node 0's store: the other nodes notice this node is gone"}))
 
     def execute_RecheckProgress(self, action) -> None:
@@ -359,13 +360,13 @@ class Runner:
 
     def execute_ReportAgentHung(self, action) -> None:
         kill_in = self.state.current.stop.deadline - time.monotonic()
-        self.log.error("agent_hung", generation=self.state.generation, agent_pid=self.table.agent_pid,
+        self.log.error(log_events.AGENT_HUNG, generation=self.state.generation, agent_pid=self.table.agent_pid,
                        silent_s=round(action.silent, 1), reason=self.state.reason,
                        action=f"stopping its workers, then killing it in {kill_in:.0f} s; the generation is retried "
                               "with a new agent")
 
     def execute_ReportStall(self, action) -> None:
-        self.log.error("stall_detected", generation=self.state.generation, idle_s=round(action.idle, 1),
+        self.log.error(log_events.STALL_DETECTED, generation=self.state.generation, idle_s=round(action.idle, 1),
                        action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
 
 

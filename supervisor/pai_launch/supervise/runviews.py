@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from pai_launch.wire import log_events
 from pai_launch.supervise import liveline
 from pai_launch.supervise import logs
 from pai_launch.core.spec import LaunchSpec
@@ -56,10 +57,10 @@ class RunViews:
         try:
             url = self.metrics.serve(self.spec.metrics_host, self.spec.metrics_port)
         except OSError as exc:
-            log.error("metrics_unavailable", error=f"{self.spec.metrics_host}:{self.spec.metrics_port}: {exc.strerror or exc}",
+            log.error(log_events.METRICS_UNAVAILABLE, error=f"{self.spec.metrics_host}:{self.spec.metrics_port}: {exc.strerror or exc}",
                       hint="the run goes on without metrics; choose another --metrics-port next time")
             return
-        log.info("metrics_serving", url=url)
+        log.info(log_events.METRICS_SERVING, url=url)
 
     def close(self) -> None:
         if self.metrics is not None:
