@@ -3,33 +3,30 @@
 Every call is safe in all three ways a script runs: the init run (--perforate_model_parallel, one process, no
 process group), a DDP generation, and DataParallel. examples/train_pai_ddp.py uses each of them.
 
-Only the standard library is imported here; torch and perforatedai are imported on first use, and nothing of
-the supervisor is, so a worker imports this module for free.
+Only the standard library and pai_launch.savefmt (stdlib only: the save folder's format, the one the launcher
+checks switch files and writes markers with) are imported here; torch and perforatedai are imported on first use,
+and nothing of the supervisor is, so a worker imports this module for free.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import re
-import struct
 import sys
 import warnings
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from pai_launch.savefmt import checkpoint, savedir
+from pai_launch.savefmt.atomic import write_atomically
 
 if TYPE_CHECKING:
     import torch
 
 T = TypeVar("T")
 
-MARKER = ".training_complete"
-_SWITCH_NAME = re.compile(r"^switch_(\d+)\.pt$")
-#: A safetensors header larger than this is not a real one (safetensors itself caps it at 100 MB).
-_MAX_HEADER = 100 * 1024 * 1024
+MARKER = savedir.MARKER
 
 
 @dataclass(frozen=True)
@@ -120,54 +117,13 @@ def perforate_model(run: Run, model, **kwargs):
     return in_turn(run, lambda: _upa().perforate_model(model, **kwargs))
 
 
-def _safetensors_whole(path: str) -> bool:
-    """A complete safetensors file: header length, a JSON header, and tensors that cover the data exactly."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as handle:
-            raw = handle.read(8)
-            if len(raw) < 8:
-                return False
-            (header_len,) = struct.unpack("<Q", raw)
-            if header_len > _MAX_HEADER or 8 + header_len > size:
-                return False
-            header = json.loads(handle.read(header_len))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(header, dict):
-        return False
-    data_len, end_max = size - 8 - header_len, 0
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
-            return False
-        if not 0 <= offsets[0] <= offsets[1] <= data_len:
-            return False
-        end_max = max(end_max, offsets[1])
-    return end_max == data_len
-
-
-def _whole(path: str) -> bool:
-    """PerforatedAI writes safetensors; with set_using_safe_tensors(False), torch.save zip archives."""
-    try:
-        with open(path, "rb") as handle:
-            if handle.read(4) != b"PK\x03\x04":
-                return _safetensors_whole(path)
-        with zipfile.ZipFile(path) as archive:
-            return bool(archive.infolist())
-    except (zipfile.BadZipFile, OSError):
-        return False
-
-
 def _switches(folder) -> list[tuple[int, str]]:
     """(N, name) of every switch_N.pt in folder, newest (highest N) first."""
     try:
         names = os.listdir(folder)
     except OSError:
         return []
-    found = [(int(m.group(1)), m.group(0)) for m in map(_SWITCH_NAME.match, names) if m]
+    found = [(number, name) for name in names if (number := savedir.switch_number(name)) is not None]
     return sorted(found, reverse=True)
 
 
@@ -177,7 +133,7 @@ def newest_switch(folder) -> str | None:
     if folder is None:
         return None
     for number, name in _switches(folder):
-        if _whole(os.path.join(folder, name)):
+        if checkpoint.problem(Path(folder, name)) is None:  # the launcher's own check: one verdict
             return f"switch_{number}"
     return None
 
@@ -271,22 +227,7 @@ def mark_complete(run: Run, save, why: str = "complete") -> None:
         return
     save = os.fspath(save)
     os.makedirs(save, exist_ok=True)
-    temp = os.path.join(save, f"{MARKER}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "w") as handle:
-            handle.write(why + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, os.path.join(save, MARKER))
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
-    with contextlib.suppress(OSError):  # the rename itself durable too
-        folder = os.open(save, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+    write_atomically(Path(save, MARKER), (why + "\n").encode(), durable=True)
 
 
 def end_generation(run: Run) -> NoReturn:

@@ -117,6 +117,7 @@ def test_real_example_in_data_parallel_mode(tmp_path):
 @pytest.mark.timeout(700)
 def test_status_of_the_finished_real_run_and_its_timeline(example_runs, tmp_path):
     """`pai-launch status`'s engine on the real run's save folder: generations, dendrites, the best score, a PNG."""
+    from pai_launch.savefmt import pai_files
     from pai_launch.status import gather as run_status
 
     folder, code, out, err, events, seen, left = example_runs["warm"]
@@ -132,7 +133,7 @@ def test_status_of_the_finished_real_run_and_its_timeline(example_runs, tmp_path
     assert status.scores.best is not None and status.scores.direction == "minimizing", text
     assert status.init is not None and status.init.ok and not status.supervisor.running
     # What a running pai-launch's live status line reads: the same figures.
-    assert run_status.dendrites_and_best(folder / "PAI") == (status.dendrites.count, status.scores.best)
+    assert pai_files.dendrites_and_best(folder / "PAI") == (status.dendrites.count, status.scores.best)
     png = tmp_path / "timeline.png"
     run_status.draw_timeline(status, png)
     data = png.read_bytes()

@@ -118,7 +118,10 @@ def test_importing_the_helpers_pulls_in_nothing_of_the_supervisor(tmp_path):
     modules = set(json.loads(done.stdout))
     heavy = {"typer", "structlog", "watchdog", "psutil", "click", "rich", "torch", "perforatedai"}
     assert {m.split(".")[0] for m in modules} & heavy == set()
-    assert {m for m in modules if m.split(".")[0] == "pai_launch"} == {"pai_launch", "pai_launch.training"}
+    ours = {m for m in modules if m.split(".")[0] == "pai_launch"}
+    # the save format is the one part it shares with the launcher (stdlib only); nothing else of pai_launch
+    assert {"pai_launch.training", "pai_launch.savefmt.checkpoint"} <= ours
+    assert {m for m in ours if not m.startswith("pai_launch.savefmt")} == {"pai_launch", "pai_launch.training"}
 
 
 class _Recorder:
@@ -209,6 +212,7 @@ def gloo_pair(tmp_path_factory):
 
 
 @pytest.mark.torch
+@pytest.mark.proc  # the module's gloo pair starts two processes
 @pytest.mark.timeout(100)
 def test_in_turn_runs_rank_0_then_rank_1_and_returns_each_ranks_result(gloo_pair):
     log, results = gloo_pair
@@ -219,6 +223,7 @@ def test_in_turn_runs_rank_0_then_rank_1_and_returns_each_ranks_result(gloo_pair
 
 
 @pytest.mark.torch
+@pytest.mark.proc  # the module's gloo pair starts two processes
 @pytest.mark.timeout(100)
 def test_add_validation_score_gives_every_rank_rank_0s_score_in_turn_on_the_unwrapped_model(gloo_pair):
     log, results = gloo_pair
@@ -226,3 +231,36 @@ def test_add_validation_score_gives_every_rank_rank_0s_score_in_turn_on_the_unwr
     assert [r["wrapped"] for r in results] == ["DistributedDataParallel"] * 2
     assert [r["returned"] for r in results] == ["Linear"] * 2
     assert [(r["restructured"], r["complete"]) for r in results] == [(True, False), (False, False)]
+
+
+def test_the_helpers_and_the_launcher_give_one_verdict_on_every_kind_of_switch_file(tmp_path):
+    """newest_switch skips exactly the files the launcher's checkpoint check refuses (one check, not two that drift):
+    an empty zip, a safetensors header whose offsets are booleans, text and zeros are refused; a whole safetensors
+    file, a torch.save zip with entries and a legacy pickle are taken."""
+    import json as _json
+    import struct as _struct
+    import zipfile as _zipfile
+
+    from pai_launch.savefmt import checkpoint
+
+    def safetensors(offsets) -> bytes:
+        header = _json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": offsets}}).encode()
+        return _struct.pack("<Q", len(header)) + header + b"\0" * 4
+
+    def zipped(entries: bool) -> bytes:
+        path = tmp_path / "z.zip"
+        with _zipfile.ZipFile(path, "w") as archive:
+            if entries:
+                archive.writestr("archive/data.pkl", b"x")
+        return path.read_bytes()
+
+    kinds = {"whole safetensors": (safetensors([0, 4]), True), "bool offsets": (safetensors([False, True]), False),
+             "zip with entries": (zipped(True), True), "empty zip": (zipped(False), False),
+             "legacy pickle": (b"\x80\x02" + b"\0" * 16, True), "text": (b"not a checkpoint at all\n", False),
+             "zeros": (b"\0" * 64, False)}
+    for kind, (data, whole) in kinds.items():
+        folder = tmp_path / kind.replace(" ", "_")
+        folder.mkdir()
+        (folder / "switch_2.pt").write_bytes(data)
+        assert (checkpoint.problem(folder / "switch_2.pt") is None) is whole, kind
+        assert pt.newest_switch(folder) == ("switch_2" if whole else None), kind

@@ -61,10 +61,10 @@ def problem(path: Path) -> str | None:
 def _zip_problem(path: Path) -> str | None:
     try:
         with zipfile.ZipFile(path) as archive:
-            archive.infolist()
+            entries = archive.infolist()
     except (zipfile.BadZipFile, OSError) as exc:
         return f"torch.save archive is incomplete: {exc}"
-    return None
+    return None if entries else "torch.save archive is empty: no tensors in it"
 
 
 def _safetensors_problem(path: Path, size: int) -> str | None:
@@ -86,7 +86,7 @@ def _safetensors_problem(path: Path, size: int) -> str | None:
         if name == "__metadata__":
             continue
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):  # a bool is no offset
             return f"tensor {name!r} has no valid data_offsets"
         begin, end = offsets
         if not 0 <= begin <= end <= data_len:
