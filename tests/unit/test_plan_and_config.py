@@ -140,3 +140,20 @@ def test_preflight_checks_writability_with_the_real_access_call(tmp_path, monkey
     monkeypatch.setattr(config.os, "access", lambda path, mode: False)
     with pytest.raises(PreflightError, match="not writable"):
         check(spec(tmp_path, save_name="deep/new/PAI"))
+
+
+def test_the_option_checks_are_pure_and_run_before_the_machine_is_looked_at(tmp_path):
+    """core.options judges the options among themselves without touching the disk: a spec whose script and folders
+    do not exist passes it, and preflight reports an option problem before a missing script."""
+    from pai_launch.core import options
+
+    gone = tmp_path / "nowhere"
+
+    def nowhere(**overrides) -> LaunchSpec:
+        return LaunchSpec(script=Path("train.py"), workdir=gone, python="/py", **overrides)
+
+    options.check(nowhere(), nproc_given=False)  # no file is looked at
+    with pytest.raises(PreflightError, match="--max-failures 0"):
+        preflight(nowhere(max_failures=0), nproc_given=False, env={}, physical=0)
+    with pytest.raises(PreflightError, match="does not exist"):
+        preflight(nowhere(), nproc_given=False, env={}, physical=0)

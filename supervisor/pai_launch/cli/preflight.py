@@ -11,8 +11,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from pai_launch.core import seconds
-from pai_launch.core.spec import LOG_FORMATS, RESERVED_SCRIPT_FLAGS, RESUME_STAGES, LaunchSpec, PreflightError
+from pai_launch.core import options
+from pai_launch.core.spec import LaunchSpec, PreflightError
 from pai_launch.linux import capacity
 from pai_launch.savefmt import savedir
 
@@ -62,25 +62,24 @@ def default_nproc(visible: tuple[str, ...]) -> int:
 
 def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physical: int,
               open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
-    """Raise PreflightError for the first problem found; touch nothing. `open_files` reads the open-files limit
-    (None: unlimited)."""
-    _check_seconds(spec)
+    """Raise PreflightError for the first problem found; touch nothing: the options among themselves first (pure,
+    core.options), then against this machine. `open_files` reads the open-files limit (None: unlimited)."""
+    options.check(spec, nproc_given=nproc_given)
+    check_machine(spec, env=env, physical=physical, open_files=open_files)
+
+
+def check_machine(spec: LaunchSpec, *, env: dict[str, str], physical: int,
+                  open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
+    """The spec against this machine: the script, the open-files limit, its GPUs, Slurm's tools, the modules to
+    preload, the metrics address, the folders to write, torch."""
     script = spec.script if spec.script.is_absolute() else spec.workdir / spec.script
     if not script.exists():
         raise PreflightError(f"script {spec.script} does not exist: check the path (relative to {spec.workdir})")
     if not script.is_file():
         raise PreflightError(f"script {spec.script} is not a file: give the training script's path")
-    for arg in spec.script_args:
-        name = arg.split("=", 1)[0]
-        if name in RESERVED_SCRIPT_FLAGS:
-            raise PreflightError(f"remove {name} from the script's arguments: pai-launch adds it itself when needed")
-    if spec.nproc < 1:
-        raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc 2")
     too_many = capacity.open_files_problem(spec.nproc, open_files())
     if too_many:
         raise PreflightError(too_many)
-    if spec.data_parallel and nproc_given and spec.nproc != 1:
-        raise PreflightError("--nproc has no effect with --data-parallel (one process uses every GPU): drop --nproc")
     if spec.gpus is not None and physical:
         for item in spec.gpus:
             if item.isdigit() and int(item) >= physical:
@@ -90,67 +89,21 @@ def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physi
         raise PreflightError(
             f"--nproc {spec.nproc} is more than the {len(visible)} visible GPU(s): lower --nproc or add GPUs with --gpus"
         )
-    if spec.max_failures < 1:
-        raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to allow, e.g. 3")
-    if spec.backoff_max < spec.backoff:
-        raise PreflightError(f"--backoff {spec.backoff:g} / --backoff-max {spec.backoff_max:g}: give 0 <= --backoff <= --backoff-max")
-    if spec.nodes.multi:
-        if spec.data_parallel:
-            raise PreflightError("--data-parallel runs one process on one machine: drop it or drop --nnodes")
-        if spec.fresh and not spec.nodes.coordinator:
-            raise PreflightError("--fresh is node 0's to give (it moves the shared save folder aside): drop it on this node")
     if spec.requeue_on is not None and spec.nodes.coordinator and shutil.which("scontrol") is None:
         raise PreflightError("--requeue-on needs Slurm's scontrol, which is not on PATH: install slurm-client (in the "
                              "container too) or drop --requeue-on")
-    if spec.preload is not None:
-        if spec.cold:
-            raise PreflightError("--preload has no effect with --cold (no forkserver): drop one of them")
-        for name in spec.preload:
-            if not all(part.isidentifier() for part in name.split(".")) or name.startswith("__"):
-                raise PreflightError(f"--preload {name!r} is not a module name: give importable names, e.g. torch,numpy")
-            if importlib.util.find_spec(name.split(".")[0]) is None:
-                raise PreflightError(f"--preload {name}: no module {name.split('.')[0]} in this environment: install it "
-                                     "or drop it from --preload")
-    if spec.resume_from is not None and spec.resume_from not in RESUME_STAGES:
-        raise PreflightError(f"--resume-from {spec.resume_from!r} is unknown: use switch (SAVE/switch_N.pt) or latest "
-                             "(SAVE/latest.pt), whichever the script loads")
-    if spec.metrics_port is not None and not 0 <= spec.metrics_port <= 65535:
-        raise PreflightError(f"--metrics-port {spec.metrics_port} is not a TCP port: give 1-65535 (0: any free port)")
+    for name in spec.preload or ():
+        if importlib.util.find_spec(name.split(".")[0]) is None:
+            raise PreflightError(f"--preload {name}: no module {name.split('.')[0]} in this environment: install it "
+                                 "or drop it from --preload")
     if spec.metrics_port is not None and not spec.dry_run:
         _check_metrics_address(spec.metrics_host, spec.metrics_port)
-    if spec.log_format not in LOG_FORMATS:
-        raise PreflightError(f"--log-format {spec.log_format!r} is unknown: use one of {', '.join(LOG_FORMATS)}")
-    _check_save_name(spec)
     _check_writable_folder(spec.save_dir, "--save-name")
     if spec.log_dir is not None:
         _check_writable_folder(spec.log_dir, "--log-dir")
     complete = savedir.marker_mtime(spec.save_dir) is not None and not spec.fresh
     if not complete and importlib.util.find_spec("torch") is None and not spec.dry_run:
         raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this environment")
-
-
-def _check_seconds(spec: LaunchSpec) -> None:
-    """Every option in seconds is finite and in its range (seconds.RANGES)."""
-    given = {"--grace": spec.grace, "--backoff": spec.backoff, "--backoff-max": spec.backoff_max,
-             "--stall-timeout": spec.stall_timeout, "--rdzv-timeout": spec.nodes.rdzv_timeout,
-             "--fs-settle": spec.fs_settle_given}
-    for option, value in given.items():
-        found = None if value is None else seconds.problem(option, value)
-        if found:
-            raise PreflightError(found)
-
-
-def _check_save_name(spec: LaunchSpec) -> None:
-    """The save folder is a folder of its own: never the working directory or one above it (--fresh would move the
-    script and everything beside it aside), and its name prints on one line."""
-    name = spec.save_name
-    if any(ord(char) < 32 or ord(char) == 127 for char in name):
-        raise PreflightError(f"--save-name {name!r} holds a control character: give a plain folder name, e.g. --save-name PAI")
-    folder = os.path.normpath(spec.workdir / name)
-    workdir = os.path.normpath(spec.workdir)
-    if not name or folder == workdir or workdir.startswith(folder.rstrip("/") + "/"):
-        raise PreflightError(f"--save-name {name!r} is the working directory {workdir} or a folder above it: give a "
-                             "folder of its own, e.g. --save-name PAI")
 
 
 def _check_metrics_address(host: str, port: int) -> None:
