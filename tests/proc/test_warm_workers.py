@@ -80,7 +80,7 @@ def test_a_failing_worker_ends_with_the_code_and_message_a_cold_one_would(scene,
         assert tail in log_tail["tail"], log_tail
         if end == "raise":  # the traceback starts in the script, as a fresh interpreter prints it
             assert "Traceback (most recent call last)" in log_tail["tail"] and "runpy" not in log_tail["tail"]
-            assert "warmentry" not in log_tail["tail"] and str(PROBE) in log_tail["tail"]
+            assert "pai_launch" not in log_tail["tail"] and str(PROBE) in log_tail["tail"]
 
 
 @pytest.mark.parametrize("mode", list(MODES))

@@ -243,7 +243,7 @@ def test_a_warm_worker_killed_before_writing_its_end_still_has_its_exit_moment_a
 
 @pytest.mark.proc  # starts processes
 def test_a_killed_warm_workers_status_comes_from_what_the_forkserver_recorded_as_it_reaped_it(tmp_path):
-    """With the server's exit statuses (forkprep.record_exits), the watch names a killed warm worker's signal and
+    """With the server's exit statuses (server_hooks.record_exits), the watch names a killed warm worker's signal and
     reports every exit itself, in the order they were seen: the root cause does not depend on torch."""
     records, exits = tmp_path / "workers", tmp_path / "exits"
     records.mkdir()
@@ -274,7 +274,7 @@ def test_a_killed_warm_workers_status_comes_from_what_the_forkserver_recorded_as
 
 @pytest.mark.proc  # starts processes
 def test_the_forkserver_records_each_reaped_childs_status(tmp_path):
-    """forkprep.record_exits in a process of its own: os.waitpid, as multiprocessing's forkserver loop calls it,
+    """server_hooks.record_exits in a process of its own: os.waitpid, as multiprocessing's forkserver loop calls it,
     writes EXITS/<pid> for a child that was killed and for one that exited."""
     script = (
         "import os, signal, sys\n"

@@ -11,7 +11,7 @@ later fork. The server therefore runs with torch's NVML-based availability check
 which counts devices without touching CUDA; the probe is the proof on each machine. Without the NVIDIA driver (a
 CUDA build of torch on a CPU-only host) that check falls back to the CUDA runtime's count, which does touch CUDA; there
 nothing can use CUDA anyway, so the server alone runs with no visible devices. Workers get the run's own
-environment back (warmentry), so the setting stays in the server.
+environment back (forkserver.worker_main), so the setting stays in the server.
 
 The server's socket and multiprocessing's folder (pymp-*) live in the run's private temporary folder. Something that
 cleans the temporary folder may still remove them: before each generation a server that cannot be reached any more is

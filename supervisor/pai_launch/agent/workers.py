@@ -3,9 +3,9 @@
 torch's elastic agent learns of a worker's exit by polling and then spends a while on its own
 teardown (exit barrier, rendezvous shutdown). A cold worker is the agent's child: waitid(WNOWAIT)
 sees each exit at once without reaping the process, so torch's Popen still gets the status. A warm
-worker is the forkserver's child: a pidfd shows its exit, and the worker's own record (warmentry)
+worker is the forkserver's child: a pidfd shows its exit, and the worker's own record (forkserver.worker_main)
 its rank and exit code; for one killed before it could write its end, the forkserver records the
-status as it reaps it (forkprep). Once every worker has exited the agent can report.
+status as it reaps it (forkserver.server_hooks). Once every worker has exited the agent can report.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ class Binding:
     env: "Env | None" = None
     index: int | None = None
     alts: tuple["Binding", ...] = ()
-    when: tuple = ()  # the Guards (doctor_guards) of the ifs around the assignment
+    when: tuple = ()  # the Guards (doctor.guards) of the ifs around the assignment
 
 
 @dataclass(frozen=True)

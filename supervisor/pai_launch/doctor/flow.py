@@ -2,7 +2,7 @@
 
 The walk starts at the module's top level and steps into the script's own functions where they are called (defs,
 nested defs, lambdas, and callables handed to other calls: `in_turn(lambda: ...)`, `mp.spawn(worker)`), a few levels
-deep. An import of one of the project's own files (doctor_project) walks that file's top level where the import
+deep. An import of one of the project's own files (doctor.project) walks that file's top level where the import
 stands, and a call into one of its functions is walked like a call into the script's own. Each call becomes an
 Event that remembers the ifs and loops around it and what the names meant there, which is what the protocol checks
 read. Functions never reached that way are walked afterwards, on their own (their events are `detached`: nothing
@@ -231,7 +231,7 @@ class _Walker:
 
     def imported(self, stmt: ast.Import | ast.ImportFrom, ctx: Ctx, env: Env) -> None:
         """An import of the project's own files runs their top level here (`import a.b` runs a, then a.b)."""
-        if isinstance(stmt, ast.ImportFrom) and stmt.level > 0:  # doctor_project named what it reaches
+        if isinstance(stmt, ast.ImportFrom) and stmt.level > 0:  # doctor.project named what it reaches
             source = env.file()
             reached = [source.imports.get(alias.asname or alias.name, "") for alias in stmt.names] if source else []
             modules = [self.project.by_name.get(name) for full in reached for name in (full.rsplit(".", 1)[0], full)]

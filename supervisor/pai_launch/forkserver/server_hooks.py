@@ -21,7 +21,7 @@ import threading
 PARENT_ENV = "PAI_LAUNCH_FORKSERVER_PARENT"
 #: Set by the agent: the folder where the server writes each reaped worker's exit status, EXITS/<pid>.
 EXITS_ENV = "PAI_LAUNCH_FORKSERVER_EXITS"
-#: os.waitpid as it was before the server wrapped it (each worker puts it back: warmentry).
+#: os.waitpid as it was before the server wrapped it (each worker puts it back: worker_main).
 REAL_WAITPID = os.waitpid
 #: Threads running in the server once the preload is done (a fork copies none of them: a module that needs its
 #: threads would be broken in every worker). Set on import in the server; inherited by each fork.
@@ -39,7 +39,7 @@ def _arm() -> None:
     if parent.isdigit() and os.getppid() != int(parent):
         os._exit(128 + signal.SIGKILL)
     # SIGUSR1/2 are for the workers (Slurm signals every process of a job step): the server must not die of them.
-    # Each worker puts the default back (warmentry).
+    # Each worker puts the default back (worker_main).
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, signal.SIG_IGN)
     if os.environ.get(EXITS_ENV):

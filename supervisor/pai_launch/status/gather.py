@@ -2,7 +2,7 @@
 
 gather() reads the folder's own files (pai-launch's .pai-launch/events.jsonl, state.json and lock files, and
 PerforatedAI's CSVs, switch files and completion marker), and looks, read-only, whether a pai-launch holds the
-folder now. The parsing and summarising are pure (status_events, status_pai, status_summary); this module only
+folder now. The parsing and summarising are pure (status.events, savefmt.pai_files, status.summary); this module only
 reads files. Nothing here imports torch, and nothing is written into the save folder.
 """
 

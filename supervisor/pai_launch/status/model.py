@@ -1,5 +1,5 @@
-"""What `pai-launch status` knows about a run: plain dataclasses, filled by status_events, status_pai and
-status_live, summarised by status_summary, shown by status_render and status_timeline.
+"""What `pai-launch status` knows about a run: plain dataclasses, filled by status.events, status.pai and
+status.live, summarised by status.summary, shown by status.render and status.timeline.
 
 Times are wall-clock seconds since the epoch (None when unknown); durations are seconds.
 """

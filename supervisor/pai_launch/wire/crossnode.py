@@ -9,7 +9,7 @@ BEAT_INTERVAL; it stops its workers promptly when a peer stops beating, fails, o
 stop. When its workers are gone it publishes its node's result and reads every member's, so every
 node reports the same combined outcome to its pai-launch.
 
-Nothing here imports torch: StoreLink wraps a torch TCPStore client that nodeagent.connect makes (in the agent
+Nothing here imports torch: StoreLink wraps a torch TCPStore client that store.client.connect makes (in the agent
 and store processes only); combine() and the key names are plain code the supervisor's tests drive.
 """
 
