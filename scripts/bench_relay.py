@@ -11,7 +11,7 @@ N writer processes (one per rank) each write MB megabytes of lines into a torch-
 
 The relaying process is, in turn:
 
-- `relay`: pai-launch's relay (supervisor/pai_launch/relay.py), bounded chunks, one replace per chunk;
+- `relay`: pai-launch's relay (supervisor/pai_launch/agent/relay.py), bounded chunks, one replace per chunk;
 - `per-line`: the whole backlog read at once and each line prefixed on its own (a relay's simplest form);
 - `copy`: the bytes copied unchanged in 1 MiB reads, no labels (what any relay costs at least).
 

@@ -12,7 +12,7 @@ import os
 from pai_launch import entry
 from pai_launch.savefmt import savedir
 from pai_launch.supervise import session
-from pai_launch.wire.protocol import GenerationResult
+from pai_launch.wire.protocol import REPORTS, GenerationResult
 
 FAULT = os.environ["PAI_TEST_FAULT"]
 
@@ -31,7 +31,13 @@ if FAULT == "record-while-training":
 
     session.SaveSession.record = record
 elif FAULT == "agent-result":
-    GenerationResult.from_line = classmethod(lambda cls, line: injected("the agent's result"))
+    real_decode = REPORTS.decode
+
+    def decode(line, expect=None):
+        message = real_decode(line, expect)
+        return injected("the agent's result") if isinstance(message, GenerationResult) else message
+
+    REPORTS.decode = decode
 elif FAULT == "watcher":
     savedir.is_marker = lambda name: injected("the watcher")
 elif FAULT == "session-open":

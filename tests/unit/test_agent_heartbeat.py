@@ -3,7 +3,6 @@ the main thread is busy), records a cancel, and a cancelled generation starts no
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -12,7 +11,9 @@ import pytest
 
 from pai_launch.agent import main as agent
 from pai_launch.agent import generation as agent_generation
-from pai_launch.wire.protocol import GenerationRequest, GenerationResult, cancel_line, ping_line
+from pai_launch.agent.control import AgentControl
+from pai_launch.wire import codec
+from pai_launch.wire.protocol import REPORTS, Cancel, GenerationRequest, GenerationResult, Ping, Pong
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -27,19 +28,20 @@ def test_the_request_reader_answers_pings_at_once_and_queues_only_requests(tmp_p
     request_r, request_w = os.pipe()
     result_r, result_w = os.pipe()
     requests: queue.Queue = queue.Queue()
-    reader = threading.Thread(target=agent._read_requests, args=(request_r, requests, agent.Output(result_w)),
+    control = AgentControl()
+    reader = threading.Thread(target=agent._read_requests, args=(request_r, requests, agent.Output(result_w), control),
                               daemon=True)
     reader.start()
-    os.write(request_w, ping_line(1) + _request(4, tmp_path).to_line() + ping_line(2) + cancel_line(41))
+    os.write(request_w, b"".join(codec.encode(m) for m in (Ping(1), _request(4, tmp_path), Ping(2), Cancel(41))))
     answers = b""
     while answers.count(b"\n") < 2:
         answers += os.read(result_r, 4096)
-    assert [json.loads(line) for line in answers.splitlines()] == [{"pong": 1}, {"pong": 2}]
-    assert GenerationRequest.from_line(requests.get(timeout=5)).generation == 4
+    assert [REPORTS.decode(line) for line in answers.splitlines()] == [Pong(1), Pong(2)]
+    assert requests.get(timeout=5) == _request(4, tmp_path)
     os.close(request_w)
     assert requests.get(timeout=5) is None and requests.empty()  # EOF; the pings and the cancel queued nothing
     reader.join(5)
-    assert agent_generation.cancelled(41) and not agent_generation.cancelled(4)
+    assert control.cancelled(41) and not control.cancelled(4)
     for fd in (request_r, result_r, result_w):
         os.close(fd)
 
@@ -53,17 +55,18 @@ class _Out:
 
 
 def test_a_cancelled_generation_reports_cancelled_and_starts_nothing(tmp_path):
-    agent_generation.cancel(57)
+    control = AgentControl()
+    control.cancel(57)
     out = _Out()
-    agent_generation.run_generation(_request(57, tmp_path), out)
+    agent_generation.run_generation(_request(57, tmp_path), out, control)
     assert out.results == [GenerationResult(57, log_dir=str(tmp_path / "generation-57"), cancelled=True)]
     assert not (tmp_path / "generation-57").exists()  # no launcher ran: it would have made its log folder
 
 
 def test_a_result_line_keeps_its_fault_and_cancelled_flags():
     result = GenerationResult(3, fault="the warm workers' forkserver (pid 9) died during generation 3", cancelled=False)
-    assert GenerationResult.from_line(result.to_line()) == result
-    assert GenerationResult.from_line(GenerationResult(4, cancelled=True).to_line()).cancelled
+    assert REPORTS.decode(codec.encode(result)) == result
+    assert REPORTS.decode(codec.encode(GenerationResult(4, cancelled=True))).cancelled
 
 
 @pytest.mark.proc  # starts processes

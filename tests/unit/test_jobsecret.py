@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from pai_launch.wire import crossnode
+from pai_launch.wire import codec, crossnode
 from pai_launch.wire import jobsecret
 from pai_launch.linux import listen
 from pai_launch.wire.crossnode import JobStopped, NodeOutcome, StoreLink
@@ -45,25 +45,26 @@ class DictStore:
 def test_every_key_but_the_public_info_is_named_by_the_secret_and_the_names_do_not_contain_it():
     store = DictStore()
     link = StoreLink(store, 1, "s3cret" * 6)
-    link.set(crossnode.STOP, crossnode.stop_message(15, "x"))
+    link.put(crossnode.STOP, crossnode.StopFlag(15, "x"))
     link.set(crossnode.gen_key(1, "result", 0), "{}")
     link.add(crossnode.gen_key(1, "beat", 1), 1)
-    link.set(crossnode.INFO, "{}")
+    link.put(crossnode.INFO, crossnode.StoreInfo())
 
-    assert crossnode.INFO in store.data
-    assert crossnode.STOP not in store.data and crossnode.gen_key(1, "result", 0) not in store.data
-    assert all(key == crossnode.INFO or key.startswith("pai/j/") for key in store.data)
+    assert crossnode.INFO.name in store.data
+    assert crossnode.STOP.name not in store.data and crossnode.gen_key(1, "result", 0) not in store.data
+    assert all(key == crossnode.INFO.name or key.startswith("pai/j/") for key in store.data)
     assert not [key for key in store.data if "s3cret" in key]
-    assert jobsecret.namespaced("a", crossnode.STOP) != jobsecret.namespaced("b", crossnode.STOP)
+    assert jobsecret.namespaced("a", crossnode.STOP.name) != jobsecret.namespaced("b", crossnode.STOP.name)
     assert jobsecret.namespaced("a", "torch.rendezvous.job-g1") == "torch.rendezvous.job-g1", "torch's keys are torch's"
 
 
 def test_a_stop_flag_or_result_set_without_the_secret_is_not_seen():
     store = DictStore()
     link = StoreLink(store, 1, "the-secret")
-    store.set(crossnode.STOP, crossnode.stop_message(15, "outsider"))  # the old, plain name
-    store.set(jobsecret.namespaced("guess", crossnode.STOP), crossnode.stop_message(15, "outsider"))
-    forged = NodeOutcome(0, "x", error="forged").to_json()
+    outsider = codec.encode_text(crossnode.StopFlag(15, "outsider"))
+    store.set(crossnode.STOP.name, outsider)  # the old, plain name
+    store.set(jobsecret.namespaced("guess", crossnode.STOP.name), outsider)
+    forged = codec.encode_text(NodeOutcome(0, "x", error="forged"))
     store.set(link.key(crossnode.gen_key(1, "result", 0)), forged)  # the right name (listed), an unsealed value
     link.check_stop()
     assert link.outcome(1, 0) is None
@@ -74,7 +75,7 @@ def test_a_stop_flag_or_result_set_without_the_secret_is_not_seen():
     assert link.outcome(1, 0) is None
     assert link.outcome(1, 1) == NodeOutcome(1, "y")
 
-    link.set(crossnode.STOP, crossnode.stop_message(15, "node 0"))
+    link.put(crossnode.STOP, crossnode.StopFlag(15, "node 0"))
     with pytest.raises(JobStopped, match="node 0"):
         link.check_stop()
 
@@ -154,3 +155,32 @@ def test_the_bound_socket_listens_on_loopback_only_and_an_address_not_ours_is_re
         with pytest.raises(OSError, match="cannot listen on 127.0.0.1") as busy:
             listen.bound_socket("127.0.0.1", port)
     assert f"port {port} is taken: choose a free port" in listen.bind_problem(busy.value, "127.0.0.1", port)
+
+
+STORE_SAMPLES = {
+    crossnode.StoreInfo: crossnode.StoreInfo("ab12", jobsecret.SECRET_FILE),
+    crossnode.JobFacts: crossnode.JobFacts("run-1", "job-1", {"script": "train.py", "nnodes": "2:2"}, 2, 2),
+    crossnode.OpenedGeneration: crossnode.OpenedGeneration(3, 1),
+    crossnode.StopFlag: crossnode.StopFlag(15, "SIGTERM to node 1's pai-launch"),
+    crossnode.Member: crossnode.Member(1, "h1", 1, (2, 3)),
+    NodeOutcome: NodeOutcome(1, "h1", stopping=(15, "x")),
+}
+
+
+def test_every_store_value_round_trips_through_a_sealed_key_as_its_own_type():
+    assert set(crossnode.STORE.types().values()) == set(STORE_SAMPLES), "a store value type without a sample here"
+    link = StoreLink(DictStore(), 1, "the-secret")
+    for cls, value in STORE_SAMPLES.items():
+        key = crossnode.ValueKey(f"pai/test/{cls.__name__}", cls)
+        link.put(key, value)
+        back = link.read(key)
+        assert back == value and type(back) is cls
+
+
+def test_a_typed_key_refuses_a_value_of_another_type_both_ways():
+    link = StoreLink(DictStore(), 1, "the-secret")
+    with pytest.raises(TypeError, match="pai/stop holds a StopFlag, not a OpenedGeneration"):
+        link.put(crossnode.STOP, crossnode.OpenedGeneration(1, 0))
+    link.set(crossnode.STOP, codec.encode_text(crossnode.OpenedGeneration(1, 0)))  # sealed, but of the wrong type
+    with pytest.raises(codec.WireError, match="'opened' message where 'stop' was expected"):
+        link.read(crossnode.STOP)

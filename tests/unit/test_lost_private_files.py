@@ -1,7 +1,6 @@
 """A launcher failure caused by a lost private temporary folder is a fault a retry can fix, however often it repeats
 before training: never "retrying cannot help"; the failure budget still bounds it."""
 
-import json
 import os
 
 from pai_launch.core import exitcodes
@@ -10,7 +9,7 @@ from pai_launch.agent.main import Output
 from pai_launch.core.events import Began, Failure, GenerationEnded, InitExited, Tick
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.repeats import retry_can_fix
-from pai_launch.wire.protocol import GenerationResult
+from pai_launch.wire.protocol import REPORTS, GenerationResult
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
 LOST = Failure.launcher(f"FileNotFoundError: [Errno 2] No such file or directory ({privatedir.LOST_NOTE}: "
@@ -55,6 +54,6 @@ def test_the_agent_names_a_lost_private_path_in_a_launcher_error(tmp_path):
     finally:
         os.close(read)
         os.close(write)
-    noted, clean = (GenerationResult.from_line(line.encode()) for line in lines)
+    noted, clean = (REPORTS.decode(line) for line in lines)
     assert retry_can_fix(Failure.launcher(noted.error)) and str(gone) in noted.error
-    assert clean.error is None and json.loads(lines[1])["generation"] == 3
+    assert clean.error is None and clean.generation == 3

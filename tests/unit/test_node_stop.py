@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from pai_launch.agent import multinode
+from pai_launch.agent.control import AgentControl
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,23 +44,17 @@ def _worker(exit_on_term: bool) -> subprocess.Popen:
     return proc
 
 
-def _generation(worker: subprocess.Popen) -> multinode.NodeGeneration:
+def _generation(worker: subprocess.Popen, control: AgentControl) -> multinode.NodeGeneration:
     request = SimpleNamespace(nodes=SimpleNamespace(node_rank=1), grace=3600.0)  # its SIGKILL backstop never fires in the test session
-    generation = multinode.NodeGeneration(request, link=None, generation=1)
+    generation = multinode.NodeGeneration(request, link=None, generation=1, control=control)
     generation.watch = SimpleNamespace(processes=lambda: [psutil.Process(worker.pid)], ranks={worker.pid: 1})
     return generation
 
 
-@pytest.fixture
-def no_stop_received(monkeypatch):
-    monkeypatch.setattr(multinode, "STOP_RECEIVED", [])
-    return multinode.STOP_RECEIVED
-
-
 @pytest.mark.proc  # starts processes
-def test_a_stop_from_elsewhere_sends_this_nodes_workers_one_sigterm(no_stop_received):
+def test_a_stop_from_elsewhere_sends_this_nodes_workers_one_sigterm():
     worker = _worker(exit_on_term=True)
-    generation = _generation(worker)
+    generation = _generation(worker, AgentControl())
     generation._stop_local()
     generation._stop_local()  # a second cause (a peer failed too) sends nothing more
     out, _ = worker.communicate(timeout=20)
@@ -68,10 +63,11 @@ def test_a_stop_from_elsewhere_sends_this_nodes_workers_one_sigterm(no_stop_rece
 
 
 @pytest.mark.proc  # starts processes
-def test_when_this_nodes_pai_launch_is_stopping_the_job_the_agent_leaves_the_signal_to_it(no_stop_received):
-    no_stop_received.append((signal.SIGTERM, "SIGTERM to node 1's pai-launch"))
+def test_when_this_nodes_pai_launch_is_stopping_the_job_the_agent_leaves_the_signal_to_it():
+    control = AgentControl()
+    control.stop_received(signal.SIGTERM, "SIGTERM to node 1's pai-launch")
     worker = _worker(exit_on_term=False)
-    generation = _generation(worker)
+    generation = _generation(worker, control)
     generation._stop_local()  # its own stop flag, seen in the store
     worker.send_signal(signal.SIGINT)  # after anything _stop_local sent: the log would show a SIGTERM first
     out, _ = worker.communicate(timeout=20)

@@ -22,6 +22,7 @@ import time
 import traceback
 
 from pai_launch.agent import torchcompat
+from pai_launch.agent.control import Abandoned, AgentControl
 from pai_launch.wire import failure_causes
 from pai_launch.agent import multinode
 from pai_launch.linux import procs
@@ -35,33 +36,6 @@ ABANDON_AFTER = 1.0
 RETIRE_AFTER = 10.0
 #: Sent by the agent to its own main thread to interrupt a torch launcher that will not return.
 ABANDON_SIGNAL = signal.SIGRTMIN + 4
-
-
-class Abandoned(BaseException):
-    """Raised in the main thread inside elastic_launch once the generation's result is out (BaseException: torch's
-    `except Exception` clauses must not swallow it; its `finally` clauses still clean up)."""
-
-
-_in_torch = threading.Event()
-#: Generations the supervisor cancelled (the run is stopping) before their workers started: they never start them.
-_cancelled: set[int] = set()
-_cancel_lock = threading.Lock()
-
-
-def cancel(generation: int) -> None:
-    """From the request reader: generation `generation` must start no worker if it has not started them yet."""
-    with _cancel_lock:
-        _cancelled.add(generation)
-
-
-def cancelled(generation: int) -> bool:
-    with _cancel_lock:
-        return generation in _cancelled
-
-
-def on_abandon(signum, frame) -> None:
-    if _in_torch.is_set():
-        raise Abandoned()
 
 
 def _log_tail(log_dir: str, local_rank: int) -> str:
@@ -139,9 +113,10 @@ class _Conclusion:
             self.sent.set()
 
 
-def run_generation(request: GenerationRequest, out, pool=None) -> None:
-    """Run one generation and send its result through `out` (agent.Output); `pool` (warmpool.WarmPool) for warm workers."""
-    if cancelled(request.generation):  # the run stopped while the request was on its way: no worker starts
+def run_generation(request: GenerationRequest, out, control: AgentControl, pool=None) -> None:
+    """Run one generation and send its result through `out` (agent.Output); `control` is what the request reader
+    heard meanwhile; `pool` (warmpool.WarmPool) for warm workers."""
+    if control.cancelled(request.generation):  # the run stopped while the request was on its way: no worker starts
         out.result(GenerationResult(request.generation, log_dir=request.log_dir, cancelled=True))
         return
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -158,7 +133,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
             conclusion.send(lambda: entered)
             return
         link, generation = entered
-        node = multinode.NodeGeneration(request, link, generation)
+        node = multinode.NodeGeneration(request, link, generation, control)
         config = multinode.launch_config(request, generation, start_method)
     else:
         config = torchcompat.launch_config(dict(
@@ -199,7 +174,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
     def all_exited(exits: list[WorkerExit]) -> None:
         conclude(failures_from_exits(exits, request.log_dir))
 
-    if cancelled(request.generation):  # the last moment before torch starts workers
+    if control.cancelled(request.generation):  # the last moment before torch starts workers
         conclusion.send(lambda: GenerationResult(generation, log_dir=request.log_dir, cancelled=True))
         return
     watch = WorkerWatch(request.nproc, all_exited, **watch_from)
@@ -209,7 +184,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
         node.start_monitor(watch)
     returned = threading.Event()
     threading.Thread(target=_bound_torch, args=(conclusion, returned, out), name="torch-bound", daemon=True).start()
-    _in_torch.set()
+    control.in_torch.set()
     try:
         elastic_launch(config, entrypoint)(*args)
         failures, error = (), None
@@ -220,7 +195,7 @@ def run_generation(request: GenerationRequest, out, pool=None) -> None:
     except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
         failures, error = (), traceback.format_exception_only(exc)[-1].strip()
     finally:
-        _in_torch.clear()
+        control.in_torch.clear()
     watch.stop()
     conclude(failures, error)
     returned.set()

@@ -5,13 +5,13 @@ cold, and says it is ready. Then, one at a time, it takes a GenerationRequest fr
 generation (agent/generation.py), writes the GenerationResult and says it is ready again. It never runs user code
 itself. It leaves when the supervisor closes the request pipe, and dies with the supervisor.
 
-Lines out, one JSON object each: {"ready": {...}} (the first one says whether workers are warm, and why not),
-{"joined": G, "failures": F} (multi-node), the result, {"stop_raised": true}, {"forkserver_restarted": PID, "why": W},
-{"went_cold": WHY} (its forkserver died and its successor failed the self-check), {"retiring": WHY}, {"pong": N}.
-Lines in: a request, or at any time {"stop": ...} (raise the job's stop flag in node 0's store), {"ping": N} (the
-supervisor's heartbeat, answered at once from the request reader, which runs from before torch's import on, so a
-stopped or deadlocked agent is told from a busy one), {"cancel": G} (the run is stopping: generation G starts no
-worker if it has not yet).
+Messages out (wire.protocol.REPORTS, one per line): AgentReady (each time it can take a generation; the first
+says whether workers are warm, and why not), Joined (multi-node), the GenerationResult, StopRaised,
+ForkserverRestarted, WentCold (its forkserver died and its successor failed the self-check), Retiring, Pong.
+Messages in (REQUESTS): a GenerationRequest, or at any time StopJob (raise the job's stop flag in node 0's store),
+Ping (the supervisor's heartbeat, answered at once from the request reader, which runs from before torch's import
+on, so a stopped or deadlocked agent is told from a busy one), Cancel (the run is stopping: that generation starts
+no worker if it has not yet).
 
 Run as: python -m pai_launch.agent.main --request-fd R --result-fd W --parent-pid P [--cold | --preload M1,M2]
 """
@@ -19,7 +19,6 @@ Run as: python -m pai_launch.agent.main --request-fd R --result-fd W --parent-pi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import queue
 import signal
@@ -32,11 +31,15 @@ from dataclasses import replace
 import psutil
 
 from pai_launch.agent import generation as agent_generation
+from pai_launch.agent.control import AgentControl
 from pai_launch.store import client
-from pai_launch.agent import multinode
 from pai_launch.linux import privatedir
 from pai_launch.linux import procs
-from pai_launch.wire.protocol import GenerationRequest, GenerationResult, StopJob, joined_line, pong_line
+from pai_launch.wire import codec
+from pai_launch.wire.protocol import (
+    REQUESTS, AgentReady, Cancel, ForkserverRestarted, GenerationRequest, GenerationResult, Joined, Ping, Pong, Retiring,
+    StopJob, StopRaised, WentCold,
+)
 from pai_launch.agent.workers import helper_pids
 
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
@@ -81,44 +84,50 @@ class Output:
         self._fd = fd
         self._lock = threading.Lock()
         self._private_paths = private_paths
+        #: What the agent last said of itself (AgentReady), repeated with each ready.
+        self.facts = AgentReady(warm=False)
 
-    def _line(self, data: bytes) -> None:
+    def _send(self, message) -> None:
         with self._lock:
             try:
-                os.write(self._fd, data)
+                os.write(self._fd, codec.encode(message))
             except OSError:
                 pass
 
-    def ready(self, **facts) -> None:
-        """The agent's account of itself, with the torch and Python it runs (torch is imported by now)."""
-        torch = sys.modules.get("torch")
-        facts.setdefault("torch", getattr(torch, "__version__", None))
-        facts.setdefault("python", ".".join(map(str, sys.version_info[:3])))
-        self._line((json.dumps({"ready": facts}) + "\n").encode())
+    def ready(self, facts: AgentReady | None = None) -> None:
+        """Ready for a generation; the first time with the agent's account of itself (torch is imported by now),
+        later with the same facts as they stand."""
+        if facts is not None:
+            torch = sys.modules.get("torch")
+            self.facts = replace(facts, torch=facts.torch or getattr(torch, "__version__", None),
+                                 python=facts.python or ".".join(map(str, sys.version_info[:3])))
+        self._send(self.facts)
 
     def joined(self, generation_: int, failures: int) -> None:
-        self._line(joined_line(generation_, failures))
+        self._send(Joined(generation_, failures))
 
     def result(self, result: GenerationResult) -> None:
         if result.error:
             result = replace(result, error=privatedir.with_lost_note(result.error, self._private_paths()))
         _flush_stdio()
-        self._line(result.to_line())
+        self._send(result)
 
     def pong(self, seq: int) -> None:
-        self._line(pong_line(seq))
+        self._send(Pong(seq))
 
     def stop_raised(self) -> None:
-        self._line(b'{"stop_raised": true}\n')
+        self._send(StopRaised())
 
     def forkserver_restarted(self, pid: int, why: str = "") -> None:
-        self._line((json.dumps({"forkserver_restarted": pid, "why": why}) + "\n").encode())
+        self.facts = replace(self.facts, forkserver=pid)
+        self._send(ForkserverRestarted(pid, why))
 
     def went_cold(self, why: str) -> None:
-        self._line((json.dumps({"went_cold": why}) + "\n").encode())
+        self.facts = AgentReady(warm=False, why=why, torch=self.facts.torch, python=self.facts.python)
+        self._send(WentCold(why))
 
     def retiring(self, why: str) -> None:
-        self._line((json.dumps({"retiring": why}) + "\n").encode())
+        self._send(Retiring(why))
 
 
 def _flush_stdio() -> None:
@@ -131,45 +140,41 @@ def _flush_stdio() -> None:
             pass
 
 
-def send_stop(line: bytes) -> None:
-    data = json.loads(line).get("stop")
-    if not data:
-        return
-    stop = StopJob(**data)
-    multinode.STOP_RECEIVED.append((stop.signum, stop.reason))
+def send_stop(stop: StopJob, control: AgentControl) -> None:
+    control.stop_received(stop.signum, stop.reason)
     try:
         client.raise_stop_flag(stop)
     except Exception:  # noqa: BLE001 - the store may be gone already: nothing left to tell
         pass
 
 
-def _read_requests(fd: int, requests: queue.Queue, out: Output) -> None:
-    """Requests go to the main loop; a stop is handled here at once, even mid-generation. EOF: None."""
-    buffer = b""
-    while True:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            requests.put(None)
-            return
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.startswith(b'{"ping"'):
-                out.pong(json.loads(line)["ping"])
-            elif line.startswith(b'{"cancel"'):
-                agent_generation.cancel(json.loads(line)["cancel"])
-            elif line.startswith(b'{"stop"'):
-                send_stop(line)
+def _read_requests(fd: int, requests: queue.Queue, out: Output, control: AgentControl) -> None:
+    """Generation requests go to the main loop; the heartbeat, a cancel and a stop are handled here at once, even
+    mid-generation. EOF: None. A line that is no request goes to the main loop as the WireError it is: the agent
+    exits naming it (its supervisor reports that)."""
+    try:
+        for line in codec.read_lines(fd):
+            message = REQUESTS.decode(line)
+            if isinstance(message, Ping):
+                out.pong(message.seq)
+            elif isinstance(message, Cancel):
+                control.cancel(message.generation)
+            elif isinstance(message, StopJob):
+                send_stop(message, control)
                 out.stop_raised()
-            elif line.strip():
-                requests.put(line)
+            else:
+                requests.put(message)
+    except codec.WireError as exc:
+        requests.put(exc)
+        return
+    requests.put(None)
 
 
 def _warm_up(options, out: Output):
     """The forkserver, or cold workers (--cold, or a self-check that failed); tells the supervisor which."""
     started = time.monotonic()
     if options.cold:
-        out.ready(warm=False, why="--cold", preloaded=[], took_s=0.0, helpers=[])
+        out.ready(AgentReady(warm=False, why="--cold"))
         return None
     from pai_launch.agent import warmpool
 
@@ -182,10 +187,10 @@ def _warm_up(options, out: Output):
     took = round(time.monotonic() - started, 2)
     if pool is None:
         _stop_resource_tracker()  # started for the forkserver; a cold agent's only children are its workers
-        out.ready(warm=False, why=why, preloaded=[], took_s=took, helpers=helper_pids())
+        out.ready(AgentReady(warm=False, why=why, took_s=took, helpers=tuple(helper_pids())))
     else:
-        out.ready(warm=True, why=why, preloaded=list(pool.preloaded), missing=list(pool.missing),
-                  forkserver=pool.server_pid, took_s=took, helpers=helper_pids())
+        out.ready(AgentReady(warm=True, why=why, preloaded=tuple(pool.preloaded), missing=tuple(pool.missing),
+                             forkserver=pool.server_pid, took_s=took, helpers=tuple(helper_pids())))
     return pool
 
 
@@ -219,7 +224,8 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
         os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, _ignore)
-    signal.signal(agent_generation.ABANDON_SIGNAL, agent_generation.on_abandon)
+    control = AgentControl()
+    signal.signal(agent_generation.ABANDON_SIGNAL, control.on_abandon)
     # torch's C++ warnings (a peer's store connection closing, with a stack trace) are noise in the agent; the
     # workers, which inherit our environment, keep whatever level the user set.
     user_level = os.environ.get("TORCH_CPP_LOG_LEVEL")
@@ -228,7 +234,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
     out = Output(options.result_fd, lambda: (options.temp_dir, *(pool.private_paths() if pool is not None else ())))
     requests: queue.Queue = queue.Queue()
     # Before torch's import (seconds): the heartbeat is answered, and a cancel heard, while it runs.
-    threading.Thread(target=_read_requests, args=(options.request_fd, requests, out), name="requests",
+    threading.Thread(target=_read_requests, args=(options.request_fd, requests, out, control), name="requests",
                      daemon=True).start()
     import torch.distributed.launcher.api  # noqa: F401  - warm up before the first request arrives
 
@@ -236,10 +242,13 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
         os.environ.pop("TORCH_CPP_LOG_LEVEL")
     pool = _warm_up(options, out)
     while True:
-        line = requests.get()
-        if line is None:
+        request: GenerationRequest | codec.WireError | None = requests.get()
+        if request is None:
             break
-        request = GenerationRequest.from_line(line)
+        if isinstance(request, codec.WireError):
+            if pool is not None:
+                pool.stop()
+            raise SystemExit(f"pai-launch agent: {request}")
         if pool is not None:
             restarted, problem = pool.ensure()
             if restarted and problem is None:
@@ -251,7 +260,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
                 pool = None
                 _stop_resource_tracker()
                 out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
-        agent_generation.run_generation(request, out, pool)
+        agent_generation.run_generation(request, out, control, pool)
         out.ready()
     if pool is not None:
         pool.stop()  # the server exits and is reaped, so nothing is left for the supervisor's sweep

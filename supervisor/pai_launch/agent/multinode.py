@@ -17,6 +17,7 @@ import time
 import psutil
 
 from pai_launch.agent import torchcompat
+from pai_launch.agent.control import AgentControl
 from pai_launch.wire import crossnode
 from pai_launch.savefmt import savedir
 from pai_launch.store.client import connect
@@ -24,8 +25,6 @@ from pai_launch.wire.crossnode import JobStopped, Member, NodeOutcome, StoreLink
 from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
 
 GENERATION_ENV = "PAI_LAUNCH_GENERATION"
-#: Set by the agent when its pai-launch sends StopJob: this node's own workers are being stopped with the job.
-STOP_RECEIVED: list[tuple[int, str]] = []
 #: With --nnodes MIN:MAX, how long a rendezvous that reached MIN waits for more nodes.
 LAST_CALL = 5.0
 
@@ -48,9 +47,10 @@ def stop_workers(workers, grace: float) -> None:
 class NodeGeneration:
     """This node's part in generation `generation`: peers watched from a thread, one combined outcome."""
 
-    def __init__(self, request: GenerationRequest, link: StoreLink, generation: int) -> None:
+    def __init__(self, request: GenerationRequest, link: StoreLink, generation: int, control: AgentControl) -> None:
         assert request.nodes is not None
         self.request, self.nodes, self.link, self.generation = request, request.nodes, link, generation
+        self.control = control
         self.host = socket.gethostname()
         self.watch = None
         self.stopped_by: JobStopped | None = None
@@ -82,7 +82,7 @@ class NodeGeneration:
         if not self.we_stopped:
             self.we_stopped = True
             self.stopped_at = time.time()
-            if not STOP_RECEIVED:  # else this node's pai-launch is stopping the job and signals its own workers, once
+            if self.control.stopping is None:  # else this node's pai-launch is stopping the job and signals its own workers, once
                 stop_workers(self.watch.processes if self.watch is not None else psutil.Process().children,
                              self.request.grace)
         if self.abort is not None and self.watch is not None and not self.watch.ranks:
@@ -168,7 +168,7 @@ class NodeGeneration:
                           collateral=f.at >= stopped_at - 0.05 or (index > 0 and crossnode.stopped_by_launcher(f.returncode)))
             for index, f in enumerate(failures)
         )
-        stopping = STOP_RECEIVED[0] if STOP_RECEIVED else None
+        stopping = self.control.stopping
         outcome = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=stopping)
         outcomes = {self.nodes.node_rank: outcome}
         if self.watch is not None and not self.watch.ranks and not failures:

@@ -14,7 +14,7 @@ from enum import Enum
 
 from pai_launch.core import exitcodes
 from pai_launch.wire import failure_causes
-from pai_launch.wire.protocol import GenerationRequest, GenerationResult
+from pai_launch.wire.protocol import AgentReady, GenerationRequest, GenerationResult
 
 
 class Role(Enum):
@@ -69,11 +69,13 @@ class AgentReported:
 @dataclass(frozen=True)
 class AgentStarted:
     """An agent is ready for its first generation, with warm workers or cold ones (`facts` say which and why); also
-    sent when an agent goes cold later (`facts["went_cold"]`)."""
+    sent when its forkserver was restarted (`restarted_why`) or it went cold later (`went_cold`)."""
 
     agent_pid: int
-    facts: dict
+    facts: AgentReady
     now: float
+    restarted_why: str = ""
+    went_cold: bool = False
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ _SWITCH_NAME = re.compile(r"^switch_(\d+)\.pt$")
 SwitchSnapshot = dict[str, tuple[int, int]]
 
 # Folders never searched for a misplaced save folder: environments, caches, version control.
-_SKIP_DIRS = {"node_modules", "site-packages", "__pycache__", "venv", "env"}
+_SKIP_DIRS = frozenset({"node_modules", "site-packages", "__pycache__", "venv", "env"})
 _SEARCH_DEPTH = 4
 
 

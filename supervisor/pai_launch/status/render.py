@@ -13,7 +13,7 @@ from pai_launch.status.summary import ago, duration
 JSON_FORMAT = 1
 #: Restart gaps shorter than this are not listed (events are stamped to the second).
 GAP_SHOWN = 1.0
-_TIME_KEYS = {"started", "ended", "since", "time", "complete_at", "now", "last_event"}
+_TIME_KEYS = frozenset({"started", "ended", "since", "time", "complete_at", "now", "last_event"})
 
 
 def iso(seconds: float | None) -> str | None:

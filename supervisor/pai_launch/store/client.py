@@ -23,4 +23,4 @@ def raise_stop_flag(stop) -> None:
     """Tell every node the job stops (their agents poll the flag); a short connect: node 0 may be gone."""
     store = StoreLink(connect(stop.host, stop.port, 5.0), -1, stop.secret)
     if store.get(crossnode.STOP) is None:
-        store.set(crossnode.STOP, crossnode.stop_message(stop.signum, stop.reason))
+        store.put(crossnode.STOP, crossnode.StopFlag(stop.signum, stop.reason))

@@ -27,7 +27,7 @@ import socket
 import sys
 import time
 
-from pai_launch.wire import crossnode
+from pai_launch.wire import codec, crossnode
 from pai_launch.wire import jobsecret
 from pai_launch.linux import listen
 from pai_launch.linux import procs
@@ -45,7 +45,7 @@ WATCH_INTERVAL = 0.5
 WATCH_TIMEOUT = 5.0
 
 
-def serve(port: int, info: dict, host: str) -> int:
+def serve(port: int, facts: crossnode.JobFacts, host: str) -> int:
     from datetime import timedelta
 
     from torch.distributed import TCPStore
@@ -67,8 +67,8 @@ def serve(port: int, info: dict, host: str) -> int:
               "--rdzv-endpoint (or stop what listens there)", flush=True)
         return PROBE_FAILED
     link = crossnode.StoreLink(store, 0, secret)
-    link.set(crossnode.INFO, json.dumps({"job_store": 1}))
-    link.set(crossnode.FACTS, json.dumps(info))
+    link.put(crossnode.INFO, crossnode.StoreInfo())
+    link.put(crossnode.FACTS, facts)
     print("ready", flush=True)
     for line in sys.stdin:
         command = json.loads(line)
@@ -77,7 +77,7 @@ def serve(port: int, info: dict, host: str) -> int:
             link.set(key, value)
     link.set(crossnode.CLOSING, "1")
     deadline = time.monotonic() + LINGER
-    while time.monotonic() < deadline and _others_pending(link, info["max_nodes"]):
+    while time.monotonic() < deadline and _others_pending(link, facts.max_nodes):
         time.sleep(0.05)
     return 0
 
@@ -97,24 +97,24 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
     try:
         store = connect(host, port, timeout)
         public = crossnode.StoreLink(store, node, "")
-        info_text = public.get(crossnode.INFO)
+        public_info = _store_info(public)
         # Node 0's store publishes the secret's digest once node 0 holds the save folder and wrote the secret: wait.
-        while (info_text is None or "digest" not in json.loads(info_text)) and time.monotonic() < deadline:
+        while (public_info is None or not public_info.digest) and time.monotonic() < deadline:
             time.sleep(0.1)
-            info_text = public.get(crossnode.INFO)
+            public_info = _store_info(public)
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout, or the store went away
         print(f"error: cannot reach the job's store at {host}:{port} within {timeout:g} s ({crossnode.one_line(exc)}): start node 0 "
               "first and check --rdzv-endpoint (node 0's address and port, the same on every node) and the network",
               flush=True)
         return PROBE_FAILED
-    if info_text is None:
-        print(f"error: {host}:{port} is not a pai-launch job's store: check --rdzv-endpoint", flush=True)
+    if public_info is None:
+        print(f"error: {host}:{port} is not a pai-launch job's store (of this version): check --rdzv-endpoint and that "
+              "every node runs the same pai-launch", flush=True)
         return PROBE_FAILED
-    public_info = json.loads(info_text)
-    if "digest" not in public_info:
+    if not public_info.digest:
         print(f"error: node 0 at {host}:{port} did not take the save folder within {timeout:g} s: see node 0's log", flush=True)
         return PROBE_FAILED
-    secret = _wait_secret(save_dir, public_info["digest"], settle)
+    secret = _wait_secret(save_dir, public_info.digest, settle)
     if secret is None:
         print(f"error: node 0 wrote {os.path.join(save_dir, jobsecret.SECRET_FILE)}, but this node does not see it after "
               f"{settle:g} s: the save folder must be on a file system every node shares (and --save-name the same path on "
@@ -122,16 +122,15 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
         return PROBE_FAILED
     link = crossnode.StoreLink(store, node, secret)
     try:
-        facts_text = link.get(crossnode.FACTS)
+        facts = link.read(crossnode.FACTS)
     except crossnode.StoreLost as exc:
         print(f"error: the job's store at {host}:{port} went away: {exc}", flush=True)
         return PROBE_FAILED
-    if facts_text is None:
+    if facts is None:
         print(f"error: {host}:{port} holds no facts under the job's secret: node 0 was restarted meanwhile; start this node "
               "again", flush=True)
         return PROBE_FAILED
-    info = json.loads(facts_text)
-    theirs, ours = info["fingerprint"], fingerprint
+    theirs, ours = facts.fingerprint, fingerprint
     differences = [f"{key} {ours.get(key)!r} here, {theirs.get(key)!r} on node 0" for key in sorted(set(theirs) | set(ours))
                    if theirs.get(key) != ours.get(key)]
     if differences:
@@ -144,8 +143,16 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
     except crossnode.StoreLost as exc:
         print(f"error: the job's store at {host}:{port} went away: {exc}", flush=True)
         return PROBE_FAILED
-    print(json.dumps({**info, "secret": secret}), flush=True)
+    print(json.dumps({**codec.to_fields(facts), "secret": secret}), flush=True)
     return watch(store, link, node)
+
+
+def _store_info(public: crossnode.StoreLink) -> crossnode.StoreInfo | None:
+    """The store's public info; None where there is none, or it is not a pai-launch store's (of this version)."""
+    try:
+        return public.read(crossnode.INFO)
+    except codec.WireError:
+        return None
 
 
 def _wait_secret(save_dir: str, digest: str, settle: float) -> str | None:
@@ -192,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     serving = sub.add_parser("serve")
     serving.add_argument("--host", required=True)
     serving.add_argument("--port", type=int, required=True)
-    serving.add_argument("--info", required=True)
+    serving.add_argument("--facts", required=True, help="the job's JobFacts, encoded")
     probing = sub.add_parser("probe")
     probing.add_argument("--host", required=True)
     probing.add_argument("--port", type=int, required=True)
@@ -208,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, signal.SIG_IGN)
     if options.mode == "serve":
-        code = serve(options.port, json.loads(options.info), options.host)
+        code = serve(options.port, crossnode.STORE.decode(options.facts, expect=crossnode.JobFacts), options.host)
     else:
         code = probe(options.host, options.port, options.timeout, options.node, json.loads(options.fingerprint),
                      options.save_dir, options.settle)

@@ -10,13 +10,13 @@ All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-l
 from __future__ import annotations
 
 import collections
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -27,7 +27,11 @@ from pai_launch.core.events import (
     AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, ProcessExited, Role,
 )
 from pai_launch.supervise.plan import Command
-from pai_launch.wire.protocol import GenerationRequest, GenerationResult, StopJob, cancel_line, ping_line
+from pai_launch.wire import codec
+from pai_launch.wire.protocol import (
+    REPORTS, AgentReady, Cancel, ForkserverRestarted, GenerationRequest, GenerationResult, Joined, Ping, Pong, Retiring,
+    StopJob, StopRaised, WentCold,
+)
 from pai_launch.supervise.threads import start_guarded
 
 #: Where a child's end is reported: the loop's inbox (its `put`).
@@ -39,7 +43,8 @@ TAIL_LINES = 20
 class PlainProcess:
     """One process whose output we relay line by line and whose last lines we keep."""
 
-    def __init__(self, role: Role, command: Command, base_env: dict[str, str], report: Report) -> None:
+    def __init__(self, role: Role, command: Command, base_env: dict[str, str], report: Report, *,
+                 live: liveline.LiveLine | None = None) -> None:
         env = {name: value for name, value in {**base_env, **command.env}.items() if name not in command.unset}
         self.role = role
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -54,10 +59,11 @@ class PlainProcess:
         )
         self.pid = self.popen.pid
         self._report = report
+        self._live = live
         start_guarded(self._pump, name=f"pump-{self.pid}", report=report)
 
     def _pump(self) -> None:
-        write = _writer("stdout")
+        write = _writer("stdout", self._live)
         assert self.popen.stdout is not None
         for line in iter(self.popen.stdout.readline, b""):
             self._tail.append(line.decode(errors="replace").rstrip("\n"))
@@ -74,7 +80,7 @@ class Agent:
     generations hands back the request it never took (AgentGone), for a new agent to run."""
 
     def __init__(self, python: str, cwd: Path, base_env: dict[str, str], report: Report, *,
-                 agent_args: tuple[str, ...] = ()) -> None:
+                 agent_args: tuple[str, ...] = (), live: liveline.LiveLine | None = None) -> None:
         request_r, self._request_w = os.pipe()
         self._result_r, result_w = os.pipe()
         # Import this very copy of the package without putting it on the workers' PYTHONPATH; keep the sys.path a
@@ -88,7 +94,7 @@ class Agent:
         ]
         # The agent relays its workers' lines to its stdout/stderr: ours, unless a live status line needs them to
         # pass through us.
-        piped = liveline.current() is not None
+        piped = live is not None
         try:
             self.popen = subprocess.Popen(
                 argv, cwd=cwd, env=base_env, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -100,15 +106,15 @@ class Agent:
             os.close(result_w)
         if piped:
             for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
-                threading.Thread(target=_relay, args=(pipe, _writer(stream)), name=f"agent-{stream}", daemon=True).start()
+                threading.Thread(target=_relay, args=(pipe, _writer(stream, live)), name=f"agent-{stream}", daemon=True).start()
         self.pid = self.popen.pid
         self._report = report
         self._lock = threading.Lock()
         self._ready = False
         self._pending: GenerationRequest | None = None
         self._running: GenerationRequest | None = None
-        #: The agent's own account of itself, from its first ready line (warm, why, preloaded, forkserver pid).
-        self.facts: dict | None = None
+        #: The agent's own account of itself, from its first ready (warm, why, preloaded, forkserver pid).
+        self.facts: AgentReady | None = None
         self.stop_raised = threading.Event()
         self._retiring = ""
         #: The heartbeat: one ping at a time is out (so a stopped agent's pipe never fills), sent at `_pinged_at`.
@@ -121,13 +127,13 @@ class Agent:
         """The processes running the current generation's script: none before the request went out; the forkserver's
         children when warm; else the agent's children but its helpers."""
         with self._lock:
-            running, facts = self._running, dict(self.facts or {})
+            running, facts = self._running, self.facts
         if running is None:
             return []
         try:
-            if facts.get("warm") and facts.get("forkserver"):
-                return psutil.Process(facts["forkserver"]).children()
-            helpers = set(facts.get("helpers") or ())
+            if facts is not None and facts.warm and facts.forkserver:
+                return psutil.Process(facts.forkserver).children()
+            helpers = set(facts.helpers if facts is not None else ())
             return [child for child in psutil.Process(self.pid).children() if child.pid not in helpers]
         except psutil.Error:
             return []
@@ -144,7 +150,7 @@ class Agent:
     def _send(self, request: GenerationRequest) -> None:
         self._ready, self._pending, self._running = False, None, request
         try:
-            os.write(self._request_w, request.to_line())
+            os.write(self._request_w, codec.encode(request))
         except OSError:
             pass  # it died: its end of the result pipe says so
 
@@ -157,7 +163,7 @@ class Agent:
             self._ping_out, self._pinged_at = True, now
             seq = self._ping_seq
         try:
-            os.write(self._request_w, ping_line(seq))
+            os.write(self._request_w, codec.encode(Ping(seq)))
         except OSError:
             pass  # it died: its end of the result pipe says so
 
@@ -176,7 +182,7 @@ class Agent:
             return True
         if running is not None and self._request_w >= 0:
             try:
-                os.write(self._request_w, cancel_line(running.generation))
+                os.write(self._request_w, codec.encode(Cancel(running.generation)))
             except OSError:
                 pass
         return False
@@ -185,22 +191,14 @@ class Agent:
         """Have the agent raise the job's stop flag in node 0's store (running a generation or not)."""
         if self._request_w >= 0:
             try:
-                os.write(self._request_w, stop.to_line())
+                os.write(self._request_w, codec.encode(stop))
             except OSError:
                 self.stop_raised.set()
 
     def _read(self) -> None:
-        """Lines until EOF: ready, joined, results, stop_raised, went_cold, retiring."""
-        buffer = b""
-        while True:
-            chunk = os.read(self._result_r, 65536)
-            if not chunk:
-                break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if line.strip():
-                    self._line(line)
+        """Reports until EOF (REPORTS; one it does not know is a WireError: this thread fails, an internal error)."""
+        for line in codec.read_lines(self._result_r):
+            self._report_of(REPORTS.decode(line))
         os.close(self._result_r)
         self._close_request()
         self.stop_raised.set()
@@ -216,43 +214,45 @@ class Agent:
         else:
             self._report(AgentGone(self.pid, returncode, self._retiring, pending, now))
 
-    def _line(self, line: bytes) -> None:
-        data = json.loads(line)
+    def _report_of(self, message) -> None:
         now = time.monotonic()
-        if "ready" in data:
+        if isinstance(message, AgentReady):
             with self._lock:
                 self._ready = True
                 first = self.facts is None
                 if first:
-                    self.facts = data["ready"]
+                    self.facts = message
                 took = self._pending is not None
                 if took:
                     self._send(self._pending)
             if took:
                 self._report(AgentTookRequest(self.pid, True, now))
             if first:
-                self._report(AgentStarted(self.pid, data["ready"], now))
-        elif "joined" in data:
-            self._report(AgentJoined(self.pid, data["joined"], data["failures"], now))
-        elif "pong" in data:
+                self._report(AgentStarted(self.pid, message, now))
+        elif isinstance(message, Joined):
+            self._report(AgentJoined(self.pid, message.generation, message.failures, now))
+        elif isinstance(message, Pong):
             with self._lock:
                 self._ping_out = False
             self._report(AgentAnswered(self.pid, now))
-        elif "stop_raised" in data:
+        elif isinstance(message, StopRaised):
             self.stop_raised.set()
-        elif "forkserver_restarted" in data:
-            self.facts = {**(self.facts or {}), "forkserver": data["forkserver_restarted"]}
-            self._report(AgentStarted(self.pid, {**self.facts, "restarted": True,
-                                                 "restarted_why": data.get("why") or "the forkserver had died"}, now))
-        elif "went_cold" in data:
-            self.facts = {"warm": False, "why": data["went_cold"]}
-            self._report(AgentStarted(self.pid, {"warm": False, "why": data["went_cold"], "went_cold": True}, now))
-        elif "retiring" in data:
-            self._retiring = data["retiring"]
-        else:
+        elif isinstance(message, ForkserverRestarted):
+            with self._lock:
+                self.facts = replace(self.facts or AgentReady(warm=True), forkserver=message.pid)
+                facts = self.facts
+            self._report(AgentStarted(self.pid, facts, now, restarted_why=message.why or "the forkserver had died"))
+        elif isinstance(message, WentCold):
+            with self._lock:
+                self.facts = AgentReady(warm=False, why=message.why)
+                facts = self.facts
+            self._report(AgentStarted(self.pid, facts, now, went_cold=True))
+        elif isinstance(message, Retiring):
+            self._retiring = message.why
+        elif isinstance(message, GenerationResult):
             with self._lock:
                 self._running = None
-            self._report(AgentReported(self.pid, GenerationResult.from_line(line), None, now))
+            self._report(AgentReported(self.pid, message, None, now))
 
     def _close_request(self) -> None:
         if self._request_w >= 0:
@@ -264,9 +264,8 @@ class Agent:
         self._close_request()
 
 
-def _writer(stream: str):
+def _writer(stream: str, live: liveline.LiveLine | None):
     """Where a child's lines for our `stream` go: through the live status line when there is one."""
-    live = liveline.current()
     if live is not None:
         return lambda data: live.write_output(stream, data)
     target = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pai_launch.wire import crossnode
+from pai_launch.wire import codec, crossnode
 from pai_launch.core import exitcodes
 from pai_launch.wire import jobsecret
 from pai_launch.linux import procs
@@ -24,7 +24,6 @@ from pai_launch.core.state import STOP_SIGNALS
 from pai_launch.core.nodes import Nodes
 from pai_launch.supervise.threads import start_guarded
 
-STOP_KEY = crossnode.STOP
 #: The store process imports torch before it answers: generous on a loaded machine.
 STORE_START_TIMEOUT = 120.0
 
@@ -51,11 +50,11 @@ class StoreHost:
     facts; the secret's file is written, and its digest published, once this node holds the save folder
     (publish_token), and the other nodes' checks wait for it."""
 
-    def __init__(self, python: str, env: dict[str, str], nodes: Nodes, info: dict) -> None:
-        self.info = info
+    def __init__(self, python: str, env: dict[str, str], nodes: Nodes, facts: crossnode.JobFacts) -> None:
+        self.facts = facts
         self.secret = jobsecret.new_secret()
         self.popen = subprocess.Popen(
-            _jobstore_argv(python, "serve", "--host", nodes.host, "--port", str(nodes.port), "--info", json.dumps(info)),
+            _jobstore_argv(python, "serve", "--host", nodes.host, "--port", str(nodes.port), "--facts", codec.encode_text(facts)),
             env={"TORCH_CPP_LOG_LEVEL": "ERROR", **env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True,
         )
@@ -95,11 +94,13 @@ class StoreHost:
         """Write the secret file in the (now held) save folder, then publish its digest: other nodes look for it.
         SecretError when it cannot be written."""
         jobsecret.write(save_dir, self.secret)
-        self.set(crossnode.INFO, json.dumps({"digest": jobsecret.digest(self.secret), "secret_file": jobsecret.SECRET_FILE}))
+        self.put(crossnode.INFO, crossnode.StoreInfo(jobsecret.digest(self.secret), jobsecret.SECRET_FILE))
 
-    def set(self, key: str, value: str) -> None:
-        """Set `key` in the job's store (named and sealed with the job's secret there)."""
-        self._send({"set": [key, value]})
+    def put(self, key: crossnode.ValueKey, value) -> None:
+        """Set `key` to `value` in the job's store (named and sealed with the job's secret there)."""
+        if not isinstance(value, key.value):
+            raise TypeError(f"{key.name} holds a {key.value.__name__}, not a {type(value).__name__}")
+        self._send({"set": [key.name, codec.encode_text(value)]})
 
     def _send(self, command: dict) -> None:
         with self._lock:
@@ -123,9 +124,9 @@ class StoreHost:
             self.popen.wait()
 
 
-def store_info(nodes: Nodes, *, run_id: str, job_id: str, fingerprint: dict) -> dict:
-    return {"run_id": run_id, "job_id": job_id, "fingerprint": fingerprint, "min_nodes": nodes.min_nodes,
-            "max_nodes": nodes.max_nodes}
+def job_facts(nodes: Nodes, *, run_id: str, job_id: str, fingerprint: dict) -> crossnode.JobFacts:
+    return crossnode.JobFacts(run_id=run_id, job_id=job_id, fingerprint=fingerprint, min_nodes=nodes.min_nodes,
+                              max_nodes=nodes.max_nodes)
 
 
 def stop_requested(inbox: queue.SimpleQueue) -> bool:
@@ -190,8 +191,8 @@ class StoreWatch:
             line = self.popen.stdout.readline().decode(errors="replace").strip()
             code = self.popen.wait()
             if line.startswith("stopped: "):
-                stop = json.loads(line.removeprefix("stopped: "))
-                report(JobStopSeen(int(stop["signal"]), stop["reason"], time.monotonic()))
+                stop = crossnode.STORE.decode(line.removeprefix("stopped: "), expect=crossnode.StopFlag)
+                report(JobStopSeen(stop.signal, stop.reason, time.monotonic()))
                 return
             if self._closing or line == "closed":
                 return
@@ -252,8 +253,8 @@ def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue):
         return spec, None
     fingerprint = job_fingerprint(session.fingerprint, nodes)
     if nodes.coordinator:
-        info = store_info(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id), fingerprint=fingerprint)
-        host = StoreHost(spec.python, child_env(env), nodes, info)
+        facts = job_facts(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id), fingerprint=fingerprint)
+        host = StoreHost(spec.python, child_env(env), nodes, facts)
         host.wait_ready()
         return dataclasses.replace(spec, nodes=dataclasses.replace(nodes, secret=host.secret)), Job(host=host)
     watch = StoreWatch(spec.python, child_env(env), nodes, fingerprint, session.save_dir, spec.fs_settle)

@@ -22,14 +22,6 @@ CLEAR = "\r\x1b[K"
 #: How often the elapsed time is redrawn.
 REDRAW_INTERVAL = 1.0
 
-_current: LiveLine | None = None
-
-
-def current() -> LiveLine | None:
-    """The live line in use, or None: the process relays (children.py) ask before choosing where output goes."""
-    return _current
-
-
 class LiveLine:
     def __init__(self, err: TextIO, out: TextIO) -> None:
         self._err, self._out = err, out
@@ -167,14 +159,6 @@ class StatusFeed:
 
 
 def open_live_line(err: TextIO | None = None, out: TextIO | None = None) -> LiveLine:
-    """The line, on our stderr and stdout as they are now (console.install() has made them safe to write)."""
-    global _current
-    _current = LiveLine(err or sys.stderr, out or sys.stdout)
-    return _current
-
-
-def close_live_line() -> None:
-    global _current
-    if _current is not None:
-        _current.close()
-    _current = None
+    """The line, on our stderr and stdout as they are now (console.install() has made them safe to write). The
+    run's children relay their output through it (children.py is handed it), so it is never torn by their lines."""
+    return LiveLine(err or sys.stderr, out or sys.stdout)

@@ -27,6 +27,7 @@ from pai_launch.supervise.notify import Notifier
 from pai_launch.supervise.proctable import ProcessTable
 from pai_launch.core.reports import dendrite_verdict, generation_end
 from pai_launch.supervise.runviews import folder_facts
+from pai_launch.wire.protocol import AgentReady
 from pai_launch.supervise.session import SaveSession
 
 
@@ -116,21 +117,20 @@ class Observer:
 
     def agent_started(self, raw: AgentStarted) -> None:
         facts = raw.facts
-        if facts.get("restarted"):
-            self.log.warning(log_events.FORKSERVER_RESTARTED, agent_pid=raw.agent_pid, forkserver_pid=facts.get("forkserver"),
-                             reason=facts.get("restarted_why", "the forkserver had died"),
-                             hint="the agent started a new forkserver, which passed the self-check")
-        elif facts.get("went_cold"):
-            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"))
-        elif facts.get("warm"):
-            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts["preloaded"]),
-                          forkserver_pid=facts.get("forkserver"), took_s=facts.get("took_s"), **_versions(facts),
-                          **({"not_preloaded": ",".join(facts["missing"])} if facts.get("missing") else {}),
-                          **({"fell_back": facts["why"]} if facts.get("why") else {}))
-        elif facts.get("why") == "--cold":
-            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="cold", took_s=facts.get("took_s"), **_versions(facts))
+        if raw.restarted_why:
+            self.log.warning(log_events.FORKSERVER_RESTARTED, agent_pid=raw.agent_pid, forkserver_pid=facts.forkserver,
+                             reason=raw.restarted_why, hint="the agent started a new forkserver, which passed the self-check")
+        elif raw.went_cold:
+            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why)
+        elif facts.warm:
+            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts.preloaded),
+                          forkserver_pid=facts.forkserver, took_s=facts.took_s, **_versions(facts),
+                          **({"not_preloaded": ",".join(facts.missing)} if facts.missing else {}),
+                          **({"fell_back": facts.why} if facts.why else {}))
+        elif facts.why == "--cold":
+            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="cold", took_s=facts.took_s, **_versions(facts))
         else:
-            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.get("why"),
+            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why,
                              hint="every worker starts as a fresh interpreter; --cold says so without the check")
 
     def agent_gone(self, raw: AgentGone) -> None:
@@ -232,6 +232,6 @@ class Observer:
         return event
 
 
-def _versions(facts: dict) -> dict:
-    """The torch and Python the agent runs, as it reported them (an agent of an older pai-launch reports neither)."""
-    return {key: facts[key] for key in ("torch", "python") if facts.get(key)}
+def _versions(facts: AgentReady) -> dict:
+    """The torch and Python the agent runs, as it reported them."""
+    return {key: value for key, value in (("torch", facts.torch), ("python", facts.python)) if value}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from pai_launch.supervise import plan
+from pai_launch.supervise import liveline, plan
 from pai_launch.linux import privatedir
 from pai_launch.linux import procs
 from pai_launch.supervise.children import Agent, PlainProcess
@@ -83,6 +83,8 @@ class ProcessTable:
         self._descendants = procs.Descendants()
         self._plain: PlainProcess | None = None
         self._agent_args = agent_args
+        #: The live status line the children's output goes through, if the run shows one (set before any start).
+        self.live: liveline.LiveLine | None = None
         self._temp_root: Path | None = None
         #: The folders we made (locked until close()).
         self._private: list[privatedir.PrivateDir] = []
@@ -121,7 +123,7 @@ class ProcessTable:
 
     # --- starting -------------------------------------------------------------------------------------
     def start_plain(self, role: Role, command: Command) -> int:
-        self._plain = PlainProcess(role, command, self._env, self._report)
+        self._plain = PlainProcess(role, command, self._env, self._report, live=self.live)
         return self._plain.pid
 
     def prepare_agent(self) -> None:
@@ -131,7 +133,7 @@ class ProcessTable:
     def _new_agent(self) -> Agent:
         assert self.log_root is not None, "open() first"
         args = (*self._agent_args, "--temp-dir", str(self._temp_root))
-        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args)
+        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args, live=self.live)
         self._descendants.refresh()
         return agent
 

@@ -79,6 +79,7 @@ class Runner:
                 self.job.close()
             raise
         self.views = RunViews(self.spec, lambda: self.session.save_dir)
+        self.table.live = self.views.line
         self.log = logs.make_logger(self.spec.log_format, stream=self.views.stream, events=self.session.events,
                                     extra=tuple(self.views.processors)).bind(run_id=self.session.run_id)
         if self.spec.nodes.multi:
@@ -345,7 +346,7 @@ class Runner:
         nodes = self.spec.nodes
         stop = StopJob(action.signum, action.reason, nodes.host, nodes.port, nodes.secret)
         if self.store_host is not None:
-            self.store_host.set(coordination.STOP_KEY, crossnode.stop_message(action.signum, action.reason))
+            self.store_host.put(crossnode.STOP, crossnode.StopFlag(action.signum, action.reason))
             self.table.stop_job(stop)  # this node's agent, too, reports the generation as stopped, not failed
             told = True
         else:

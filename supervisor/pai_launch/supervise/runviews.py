@@ -39,16 +39,18 @@ class RunViews:
         self.stream: TextIO | None = None
         self.metrics = None
         self.feed: liveline.StatusFeed | None = None
+        #: The live status line, when there is one: the run's children write their output through it.
+        self.line: liveline.LiveLine | None = None
         if spec.metrics_port is not None:
             from pai_launch.supervise.metrics import RunMetrics
 
             self.metrics = RunMetrics(save_dir)
             self.processors.append(self.metrics)
         if live_line_wanted(spec) if live is None else live:
-            line = liveline.open_live_line()
-            self.feed = liveline.StatusFeed(line, lambda: folder_facts(save_dir()))
+            self.line = liveline.open_live_line()
+            self.feed = liveline.StatusFeed(self.line, lambda: folder_facts(save_dir()))
             self.processors.append(self.feed)
-            self.stream = liveline.LineStream(line)
+            self.stream = liveline.LineStream(self.line)
 
     def start(self, log) -> None:
         """Serve the metrics (the port was checked in preflight; one taken since is logged, and the run goes on)."""
@@ -67,4 +69,5 @@ class RunViews:
             self.metrics.close()
         if self.feed is not None:
             self.feed.close()
-            liveline.close_live_line()
+        if self.line is not None:
+            self.line.close()

@@ -15,12 +15,25 @@ and store processes only); combine() and the key names are plain code the superv
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
+from pai_launch.wire import codec
 from pai_launch.wire.jobsecret import namespaced, seal, unseal
 from pai_launch.wire.protocol import WorkerFailure
+
+#: The values the job's nodes leave in the store for each other (wire.codec), each read back as the type its key
+#: names (ValueKey); the other keys are flags and counters whose presence is what counts.
+STORE = codec.Protocol("a job store value")
+
+
+@dataclass(frozen=True)
+class ValueKey:
+    """A store key that holds one typed value (`value`, a STORE message)."""
+
+    name: str
+    value: type
 
 BEAT_INTERVAL = 0.5
 #: A member whose beat count has not moved for this long is lost (its pai-launch or machine died).
@@ -28,18 +41,58 @@ LOST_AFTER = 10.0
 #: How long node 0's agent waits for the others to read a generation's outcome before it reports.
 READ_WAIT = 5.0
 
-#: Public: what a node needs before it knows the secret (the secret's digest, where to read it). Every other key
-#: is under the job's secret (jobsecret.namespaced), StoreLink's doing.
-INFO = "pai/info"
-#: The job's facts (run id, job id, fingerprint), under the secret: a node trusts these, not INFO's.
-FACTS = "pai/facts"
+@STORE.message("info")
+@dataclass(frozen=True)
+class StoreInfo:
+    """Public: that this is a pai-launch job's store and, once node 0 holds the save folder, the secret's digest
+    and the file (in the save folder) that holds it."""
+
+    digest: str = ""
+    secret_file: str = ""
+
+
+@STORE.message("facts")
+@dataclass(frozen=True)
+class JobFacts:
+    """What node 0 says of the job, under the secret: a node trusts these, not StoreInfo's."""
+
+    run_id: str
+    job_id: str
+    #: The command every node must run the same (coordination.job_fingerprint).
+    fingerprint: dict[str, Any]
+    min_nodes: int
+    max_nodes: int
+
+
+@STORE.message("opened")
+@dataclass(frozen=True)
+class OpenedGeneration:
+    """The generation node 0 opened, with the job's failure count (the budget used), which every node takes."""
+
+    generation: int
+    failures: int
+
+
+@STORE.message("stop")
+@dataclass(frozen=True)
+class StopFlag:
+    """Some node's pai-launch was asked to stop the job (signal number, why)."""
+
+    signal: int
+    reason: str
+
+
+#: Public: what a node needs before it knows the secret. Every other key is under the job's secret
+#: (jobsecret.namespaced), StoreLink's doing.
+INFO = ValueKey("pai/info", StoreInfo)
+FACTS = ValueKey("pai/facts", JobFacts)
 #: Node 0's pai-launch is done and its store closes: the store going away now is no loss.
 CLOSING = "pai/closing"
 CLOSING_SEEN = "pai/closing_seen"
 #: How many other nodes' store watchers are connected (each adds 1, and -1 when it leaves).
 WATCHING = "pai/watching"
-GENERATION = "pai/generation"
-STOP = "pai/stop"
+GENERATION = ValueKey("pai/generation", OpenedGeneration)
+STOP = ValueKey("pai/stop", StopFlag)
 STOP_SEEN = "pai/stop_seen"
 
 
@@ -61,6 +114,15 @@ def gen_key(generation: int, *parts: object) -> str:
     return "/".join((f"pai/g{generation}", *(str(part) for part in parts)))
 
 
+def member_key(generation: int, node: int) -> ValueKey:
+    return ValueKey(gen_key(generation, "member", node), Member)
+
+
+def result_key(generation: int, node: int) -> ValueKey:
+    return ValueKey(gen_key(generation, "result", node), NodeOutcome)
+
+
+@STORE.message("member")
 @dataclass(frozen=True)
 class Member:
     """A node that runs workers in this generation."""
@@ -71,6 +133,7 @@ class Member:
     ranks: tuple[int, ...]
 
 
+@STORE.message("outcome")
 @dataclass(frozen=True)
 class NodeOutcome:
     """One node's end of a generation, as published in the store."""
@@ -82,17 +145,6 @@ class NodeOutcome:
     fatal: str | None = None
     #: This node's pai-launch was stopping the job (signal number, why) when its workers ended.
     stopping: tuple[int, str] | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> NodeOutcome:
-        data = json.loads(text)
-        data["failures"] = tuple(WorkerFailure(**item) for item in data["failures"])
-        if data.get("stopping") is not None:
-            data["stopping"] = tuple(data["stopping"])
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -119,11 +171,6 @@ def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
     if errors:
         return Combined(failures=tuple(failures), error="; ".join(errors), fatal=fatal)
     return Combined(failures=tuple(failures), fatal=fatal)
-
-
-def stop_message(signum: int, reason: str) -> str:
-    """The job's stop flag as stored (check_stop reads it back)."""
-    return json.dumps({"signal": signum, "reason": reason})
 
 
 def stopped_by_launcher(returncode: int) -> bool:
@@ -182,7 +229,7 @@ class StoreLink:
         self.secret = secret
 
     def key(self, key: str) -> str:
-        return key if key == INFO else namespaced(self.secret, key)
+        return key if key == INFO.name else namespaced(self.secret, key)
 
     def _call(self, method: str, *args):
         try:
@@ -190,14 +237,27 @@ class StoreLink:
         except Exception as exc:  # noqa: BLE001 - torch raises DistStoreError/RuntimeError for a dead peer
             raise StoreLost(f"lost the job's store ({one_line(exc)})") from exc
 
-    def get(self, key: str) -> str | None:
+    def get(self, key: str | ValueKey) -> str | None:
+        """The text at `key` (unsealed), or None; a ValueKey's is its value encoded (read() decodes it)."""
+        key = key.name if isinstance(key, ValueKey) else key
         if not self._call("check", [self.key(key)]):
             return None
         text = self._call("get", self.key(key)).decode(errors="replace")
-        return text if key == INFO else unseal(self.secret, key, text)
+        return text if key == INFO.name else unseal(self.secret, key, text)
 
-    def set(self, key: str, value: str) -> None:
-        self._call("set", self.key(key), value if key == INFO else seal(self.secret, key, value))
+    def set(self, key: str | ValueKey, value: str) -> None:
+        key = key.name if isinstance(key, ValueKey) else key
+        self._call("set", self.key(key), value if key == INFO.name else seal(self.secret, key, value))
+
+    def read(self, key: ValueKey):
+        """The typed value at `key`, or None; a value of another type is a WireError (a peer of another version)."""
+        text = self.get(key)
+        return None if text is None else STORE.decode(text, expect=key.value)
+
+    def put(self, key: ValueKey, value) -> None:
+        if not isinstance(value, key.value):
+            raise TypeError(f"{key.name} holds a {key.value.__name__}, not a {type(value).__name__}")
+        self.set(key, codec.encode_text(value))
 
     def delete(self, key: str) -> None:
         self._call("delete_key", self.key(key))
@@ -206,13 +266,12 @@ class StoreLink:
         return int(self._call("add", self.key(key), amount))
 
     def check_stop(self) -> None:
-        text = self.get(STOP)
-        if text is not None:
-            data = json.loads(text)
+        flag = self.read(STOP)
+        if flag is not None:
             if self.node > 0:  # node 0's store stays up until every other node has seen the flag
                 self.set(stop_seen_key(self.node), "1")
                 self.add(STOP_SEEN, 1)
-            raise JobStopped(int(data["signal"]), data["reason"])
+            raise JobStopped(flag.signal, flag.reason)
 
     # --- a generation ------------------------------------------------------------------------------------
     def enter(self, proposed: int, coordinator: bool, failures: int, poll: float = 0.1) -> tuple[int, int]:
@@ -222,33 +281,26 @@ class StoreLink:
         self.check_stop()
         if coordinator:
             self.set(gen_key(proposed, "open"), str(time.time()))
-            self.set(GENERATION, json.dumps({"generation": proposed, "failures": failures}))
+            self.put(GENERATION, OpenedGeneration(proposed, failures))
             return proposed, failures
         self.set(node_key(self.node), str(time.time()))  # node 0's store lingers for the nodes it knows, after a stop
         while True:
             self.check_stop()
-            text = self.get(GENERATION)
-            if text is not None:
-                opened = json.loads(text)
-                generation = int(opened["generation"])
+            opened = self.read(GENERATION)
+            if opened is not None:
+                generation = opened.generation
                 if self.get(gen_key(generation, "decided")) is None and self.get(gen_key(generation, "running")) is None:
-                    return generation, int(opened["failures"])
+                    return generation, opened.failures
             time.sleep(poll)
 
     def register(self, generation: int, member: Member, expected: int) -> None:
-        self.set(gen_key(generation, "member", member.node), json.dumps(asdict(member)))
+        self.put(member_key(generation, member.node), member)
         if self.add(gen_key(generation, "registered"), 1) >= expected:
             self.set(gen_key(generation, "running"), "1")
 
     def members(self, generation: int, max_nodes: int) -> list[Member]:
-        found = []
-        for node in range(max_nodes):
-            text = self.get(gen_key(generation, "member", node))
-            if text is not None:
-                data = json.loads(text)
-                data["ranks"] = tuple(data["ranks"])
-                found.append(Member(**data))
-        return found
+        found = (self.read(member_key(generation, node)) for node in range(max_nodes))
+        return [member for member in found if member is not None]
 
     def beat(self, generation: int) -> None:
         self.add(gen_key(generation, "beat", self.node), 1)
@@ -257,11 +309,10 @@ class StoreLink:
         return self.add(gen_key(generation, "beat", node), 0)
 
     def publish(self, generation: int, outcome: NodeOutcome) -> None:
-        self.set(gen_key(generation, "result", outcome.node), outcome.to_json())
+        self.put(result_key(generation, outcome.node), outcome)
 
     def outcome(self, generation: int, node: int) -> NodeOutcome | None:
-        text = self.get(gen_key(generation, "result", node))
-        return None if text is None else NodeOutcome.from_json(text)
+        return self.read(result_key(generation, node))
 
     def abandon(self, generation: int) -> None:
         """This generation never ran here (its rendezvous failed): nobody may join it any more."""

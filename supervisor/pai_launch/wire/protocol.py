@@ -1,15 +1,24 @@
-"""The narrow boundary between the supervisor and the agent process: a generation request in, a result out.
+"""The narrow boundary between the supervisor and the agent process: requests in, reports out.
 
-Both sides exchange one JSON object per line over pipes. This module imports nothing heavy, so the
-supervisor can use it without torch and the agent without typer or watchdog.
+Each side writes one typed message per line (wire.codec): REQUESTS are what the supervisor sends its agent,
+REPORTS what the agent sends back; each direction decodes only its own message types, so a line either side
+does not know is an error that names its type. This module imports nothing heavy, so the supervisor can use it
+without torch and the agent without typer or watchdog.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from pai_launch.wire.codec import Protocol
+
+#: supervisor -> agent: a generation, the heartbeat, a cancel, the job's stop.
+REQUESTS = Protocol("a request to the agent")
+#: agent -> supervisor: ready, joined, a result, the heartbeat's answer, and the agent's changes of state.
+REPORTS = Protocol("the agent's report")
 
 
+@REQUESTS.message("generation")
 @dataclass(frozen=True)
 class GenerationRequest:
     """Start `nproc` workers running `python ARGS` under a fresh elastic rendezvous."""
@@ -24,17 +33,6 @@ class GenerationRequest:
     elastic_run_id: str
     #: Set for a multi-node job: where the job's store is and this node's place in it.
     nodes: NodeRequest | None = None
-
-    def to_line(self) -> bytes:
-        return (json.dumps(asdict(self)) + "\n").encode()
-
-    @classmethod
-    def from_line(cls, line: bytes) -> GenerationRequest:
-        data = json.loads(line)
-        data["args"] = tuple(data["args"])
-        if data.get("nodes") is not None:
-            data["nodes"] = NodeRequest(**data["nodes"])
-        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,7 @@ class NodeRequest:
     secret: str = ""
 
 
+@REQUESTS.message("stop")
 @dataclass(frozen=True)
 class StopJob:
     """Sent to an agent (running a generation or not): this node's pai-launch is stopping, so the whole job stops.
@@ -73,28 +72,88 @@ class StopJob:
     port: int
     secret: str = ""
 
-    def to_line(self) -> bytes:
-        return (json.dumps({"stop": asdict(self)}) + "\n").encode()
+
+@REQUESTS.message("ping")
+@dataclass(frozen=True)
+class Ping:
+    """The supervisor's heartbeat: the agent's request reader answers it at once with Pong(seq), even mid-generation."""
+
+    seq: int
 
 
-def ping_line(seq: int) -> bytes:
-    """The supervisor's heartbeat: the agent's request reader answers it at once with pong_line(seq)."""
-    return (json.dumps({"ping": seq}) + "\n").encode()
-
-
-def pong_line(seq: int) -> bytes:
-    return (json.dumps({"pong": seq}) + "\n").encode()
-
-
-def cancel_line(generation: int) -> bytes:
+@REQUESTS.message("cancel")
+@dataclass(frozen=True)
+class Cancel:
     """The run is stopping: generation `generation`, if its workers are not started yet, must never start them."""
-    return (json.dumps({"cancel": generation}) + "\n").encode()
+
+    generation: int
 
 
-def joined_line(generation: int, failures: int) -> bytes:
-    """The agent's first line in a multi-node job: the generation it really joined and the job's failure count, as
-    node 0 has them."""
-    return (json.dumps({"joined": generation, "failures": failures}) + "\n").encode()
+@REPORTS.message("ready")
+@dataclass(frozen=True)
+class AgentReady:
+    """The agent can take a generation. Its first one is its account of itself: warm workers or cold ones and why,
+    what its forkserver preloaded, and the torch and Python it runs."""
+
+    warm: bool
+    #: Why not warm (or what warm fell back from); "--cold" when asked for.
+    why: str = ""
+    preloaded: tuple[str, ...] = ()
+    #: Modules the forkserver was asked to preload but could not import.
+    missing: tuple[str, ...] = ()
+    forkserver: int | None = None
+    took_s: float = 0.0
+    #: The agent's own helper processes (not workers), by pid.
+    helpers: tuple[int, ...] = ()
+    torch: str | None = None
+    python: str | None = None
+
+
+@REPORTS.message("joined")
+@dataclass(frozen=True)
+class Joined:
+    """The agent's first report in a multi-node generation: the generation it really joined and the job's failure
+    count, as node 0 has them."""
+
+    generation: int
+    failures: int
+
+
+@REPORTS.message("pong")
+@dataclass(frozen=True)
+class Pong:
+    seq: int
+
+
+@REPORTS.message("stop_raised")
+@dataclass(frozen=True)
+class StopRaised:
+    """The job's stop flag is raised in node 0's store (or could not be: the store is gone)."""
+
+
+@REPORTS.message("forkserver_restarted")
+@dataclass(frozen=True)
+class ForkserverRestarted:
+    """The agent's forkserver had died; a new one (`pid`) passed the self-check."""
+
+    pid: int
+    why: str = ""
+
+
+@REPORTS.message("went_cold")
+@dataclass(frozen=True)
+class WentCold:
+    """The forkserver died and its successor failed the self-check: workers start cold from now on."""
+
+    why: str
+
+
+@REPORTS.message("retiring")
+@dataclass(frozen=True)
+class Retiring:
+    """The agent will exit after this generation (why): its successor takes the next."""
+
+    why: str
 
 
 @dataclass(frozen=True)
@@ -114,6 +173,7 @@ class WorkerFailure:
     collateral: bool = False
 
 
+@REPORTS.message("result")
 @dataclass(frozen=True)
 class GenerationResult:
     """How a generation ended: no failures means every worker exited 0."""
@@ -134,12 +194,3 @@ class GenerationResult:
     fault: str | None = None
     #: The generation was cancelled (the run is stopping) before any worker was started.
     cancelled: bool = False
-
-    def to_line(self) -> bytes:
-        return (json.dumps(asdict(self)) + "\n").encode()
-
-    @classmethod
-    def from_line(cls, line: bytes) -> GenerationResult:
-        data = json.loads(line)
-        data["failures"] = tuple(WorkerFailure(**item) for item in data["failures"])
-        return cls(**data)
