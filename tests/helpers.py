@@ -274,6 +274,12 @@ def json_events(text: str, name: str | None = None) -> list[dict[str, Any]]:
     return [event for event in parse_lines(text) if name is None or event["event"] == name]
 
 
+def events_file(path: Path, name: str | None = None) -> list[dict[str, Any]]:
+    """The events in a JSON-lines file pai-launch wrote (`SAVE/.pai-launch/events.jsonl`, a node's or a Slurm
+    job's log), [] when there is none: read as json_events reads a stream."""
+    return json_events(path.read_text(errors="replace"), name) if path.exists() else []
+
+
 def stamp(event: dict[str, Any]) -> float:
     """A logged event's wall-clock time in seconds (from its ISO 8601 "timestamp")."""
     return datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00")).timestamp()

@@ -42,7 +42,7 @@ from pathlib import Path
 import psutil
 
 from pai_launch.savefmt.locks import PathLock
-from tests.helpers import (FAKE_TRAINER, REPO, Launch, as_user, describe, end_squat, is_live, kill_processes, launch_env,
+from tests.helpers import (FAKE_TRAINER, REPO, Launch, events_file, as_user, describe, end_squat, is_live, kill_processes, launch_env,
                            local_user, local_user_unavailable, processes_mentioning, read_ready_dir, read_signal_log,
                            reap_zombie_children, squat_socket, start_pai_launch, tree_state, wait_until, wait_until_empty)
 
@@ -672,7 +672,7 @@ def log_reader_quits(run: Run) -> str:
                        prefix=("bash", "-c", 'exec "$@" 2> >(head -1 >/dev/null)', "bash"))
     rc = run.finish(launch)
     path = run.save / ".pai-launch" / "events.jsonl"
-    saved = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    saved = events_file(path)
     lost = [event for event in saved if event["event"] == "console_lost"]
     ends = [event.get("exit_code") for event in saved if event["event"] == "run_finished"]
     run.check(rc == 0, f"exit code {rc}, expected 0")

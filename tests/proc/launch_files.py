@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import Launch, safetensors_bytes, wait_until
+from tests.helpers import Launch, events_file, safetensors_bytes, wait_until
 
 STATE_DIR = ".pai-launch"
 
@@ -30,9 +30,8 @@ def read_state(save: Path) -> dict[str, Any]:
     return json.loads((save / STATE_DIR / "state.json").read_text())
 
 
-def read_events_file(save: Path) -> list[dict[str, Any]]:
-    path = save / STATE_DIR / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def read_events_file(save: Path, name: str | None = None) -> list[dict[str, Any]]:
+    return events_file(save / STATE_DIR / "events.jsonl", name)
 
 
 def quarantined(save: Path) -> dict[str, bytes]:

@@ -28,7 +28,7 @@ def start_faulty(scene, fault: str, *pai_args: str, script_args=()) -> Launch:
 
 
 def saved_events(scene, name: str) -> list[dict]:
-    return [e for e in read_events_file(scene.work / "PAI") if e["event"] == name]
+    return read_events_file(scene.work / "PAI", name)
 
 
 def assert_reported_once(launch: Launch, where: str) -> dict:

@@ -3,11 +3,9 @@ node 0 serving the job's store. Real elastic agents and c10d rendezvous; fake tr
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.helpers import FAKE_TRAINER, json_events, launch_env, stamp, start_pai_launch
+from tests.helpers import FAKE_TRAINER, events_file, json_events, launch_env, stamp, start_pai_launch
 from tests.proc.job import free_port, start_job, start_node, summaries, wait_all
 from tests.proc.launch_files import read_state, state_dir
 
@@ -45,7 +43,7 @@ def test_two_nodes_run_the_whole_cycle_with_one_init_run_one_record_and_a_lock_e
     assert listing == ["coordinator", "events.jsonl", "events.node1.jsonl", "lock.node0", "lock.node1", "state.json"]
     state = read_state(save)
     assert (state["generation"], state["last_exit"]["code"]) == (3, 0)
-    node1_events = [json.loads(line) for line in (state_dir(save) / "events.node1.jsonl").read_text().splitlines()]
+    node1_events = events_file(state_dir(save) / "events.node1.jsonl")
     assert node1_events[-1]["event"] == "run_finished"
     joined = nodes[1].event("job_nodes")
     assert joined["serving_store"] is False and "node 1 of 2" in joined["nodes"]

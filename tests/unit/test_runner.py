@@ -14,7 +14,7 @@ from pai_launch.core.spec import LaunchSpec
 from pai_launch.core.events import SignalReceived
 from pai_launch.supervise.runner import Runner
 from pai_launch.supervise.session import SaveSession
-from tests.helpers import FAKE_TRAINER
+from tests.helpers import FAKE_TRAINER, events_file, json_events
 
 
 def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_path, monkeypatch, capfd):
@@ -31,7 +31,7 @@ def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_pat
 
     assert rc == 143
     assert list(records.iterdir()) == []  # neither the init run nor a worker was started
-    events = [json.loads(line) for line in capfd.readouterr().err.splitlines() if line.startswith("{")]
+    events = json_events(capfd.readouterr().err)
     assert [e["event"] for e in events] == ["run_started", "signal_received", "run_finished"]
     assert events[-1]["reason"] == "stopped by SIGTERM before anything was started"
     # The init run never ran, so no folder was made where the script may never write.
@@ -49,8 +49,8 @@ def test_a_stop_before_anything_started_is_recorded_in_a_save_folder_the_script_
 
     assert Runner(spec, SaveSession(spec, env), inbox, env, ()).run() == 143
 
-    lines = (tmp_path / "PAI" / ".pai-launch" / "events.jsonl").read_text().splitlines()
-    assert [json.loads(line)["event"] for line in lines] == ["run_started", "signal_received", "run_finished"]
+    events = events_file(tmp_path / "PAI" / ".pai-launch" / "events.jsonl")
+    assert [event["event"] for event in events] == ["run_started", "signal_received", "run_finished"]
     state = json.loads((tmp_path / "PAI" / ".pai-launch" / "state.json").read_text())
     assert state["last_exit"] == {"code": 143, "reason": "stopped by SIGTERM before anything was started"}
     assert not list(tmp_path.glob("pai-launch-logs-*"))  # the private log folder went with the run

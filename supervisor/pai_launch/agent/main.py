@@ -194,6 +194,24 @@ def _warm_up(options, out: Output):
     return pool
 
 
+def _checked_pool(pool, out: Output):
+    """Before a generation: the forkserver as it is, restarted if it died, or None (cold workers from now on) when
+    its successor fails the self-check; the supervisor hears which."""
+    if pool is None:
+        return None
+    restarted, problem = pool.ensure()
+    if problem is None:
+        if restarted:
+            out.forkserver_restarted(pool.server_pid, pool.restarted_why)
+        return pool
+    pool.stop()
+    for key in pool.added_env:  # cold workers inherit the agent's environment: none of the server's
+        os.environ.pop(key, None)
+    _stop_resource_tracker()
+    out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
+    return None
+
+
 def _stop_resource_tracker() -> None:
     try:
         from multiprocessing import resource_tracker
@@ -249,17 +267,7 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
             if pool is not None:
                 pool.stop()
             raise SystemExit(f"pai-launch agent: {request}")
-        if pool is not None:
-            restarted, problem = pool.ensure()
-            if restarted and problem is None:
-                out.forkserver_restarted(pool.server_pid, pool.restarted_why)
-            if problem is not None:
-                pool.stop()
-                for key in pool.added_env:  # cold workers inherit the agent's environment: none of the server's
-                    os.environ.pop(key, None)
-                pool = None
-                _stop_resource_tracker()
-                out.went_cold(f"the forkserver had to be restarted and failed its self-check: {problem}")
+        pool = _checked_pool(pool, out)
         agent_generation.run_generation(request, out, control, pool)
         out.ready()
     if pool is not None:
