@@ -28,7 +28,8 @@ from pai_launch.core import nodes
 from pai_launch.linux import procs
 from pai_launch.core import slurm
 from pai_launch.cli.preflight import default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus
-from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.core.spec import LaunchSpec
+from pai_launch.wire.errors import LaunchError
 
 EPILOG = (
     "Example: pai-launch --nproc 8 train.py --epochs 100\n\n"
@@ -214,9 +215,9 @@ def launch(
             metrics_host=metrics_host,
         )
         preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
-    except (PreflightError, nodes.NodesError, slurm.SlurmError) as exc:
+    except LaunchError as exc:
         _error(str(exc))
-        return exitcodes.USAGE
+        return exc.exit_code
     if dry_run and place.from_slurm:
         print(f"from Slurm (job {allocation.job_id}): " + "; ".join(slurm.taken(allocation, place.from_slurm)))
     from pai_launch.cli.startup import launch_run

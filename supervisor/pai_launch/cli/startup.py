@@ -16,11 +16,11 @@ from pai_launch.supervise import logs
 from pai_launch.supervise import plan
 from pai_launch.savefmt import savedir
 from pai_launch.core.spec import LaunchSpec
+from pai_launch.wire.errors import LaunchError
 
 
 def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
-    from pai_launch.supervise.coordination import JobSetupError, open_job
-    from pai_launch.savefmt.record import StateError
+    from pai_launch.supervise.coordination import open_job
     from pai_launch.supervise.runner import Runner
     from pai_launch.supervise.session import SaveSession, move_aside
 
@@ -56,9 +56,9 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
             return exitcodes.COMPLETE
         spec, job = open_job(spec, session, env, inbox)
         return Runner(spec, session, inbox, env, visible, job=job, notes=notes).run()
-    except (StateError, JobSetupError) as exc:
+    except LaunchError as exc:
         print(f"pai-launch: error: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+        return exc.exit_code
 
 
 def check_script(spec: LaunchSpec) -> tuple[LaunchSpec, list[tuple[str, dict]]]:

@@ -1,25 +1,14 @@
-"""The exit codes pai-launch documents, in one place (README and --help quote them)."""
+"""The exit codes pai-launch documents, with what each means (README and --help quote TABLE); the codes themselves
+are defined with the error class that carries one (wire.errors), which every process may import."""
 
 import signal
 
+from pai_launch.wire.errors import (  # noqa: F401 - re-exported: the supervisor names them through here
+    BUDGET_EXHAUSTED, COMPLETE, INIT_FAILED, INTERNAL_ERROR, LAUNCHER_ERROR, NO_PROGRESS, SAVE_FOLDER, USAGE,
+)
+
 #: The signals pai-launch handles (supervise.signals installs the handlers; --requeue-on picks among them).
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-
-COMPLETE = 0
-#: Bad command line or failed preflight: nothing was started.
-USAGE = 2
-#: The single-process init run (--perforate_model_parallel) failed.
-INIT_FAILED = 3
-#: The failure budget (--max-failures consecutive failed generations without progress) is spent.
-BUDGET_EXHAUSTED = 4
-#: A generation ended with every worker at 0 but wrote neither a switch file nor the completion marker.
-NO_PROGRESS = 5
-#: The save folder was removed, became unwritable, or its disk filled up; or the disk of the workers' output did.
-SAVE_FOLDER = 6
-#: The same failure before training repeated with the launcher itself at fault (its agent died).
-LAUNCHER_ERROR = 1
-#: A bug in pai-launch itself (sysexits' EX_SOFTWARE): logged with its traceback, every process stopped.
-INTERNAL_ERROR = 70
 
 TABLE = (
     (COMPLETE, "training complete (or already complete)"),

@@ -12,13 +12,14 @@ import re
 from dataclasses import dataclass, field
 
 from pai_launch.core import seconds
+from pai_launch.wire.errors import LaunchError
 
 DEFAULT_PORT = 29400
 DEFAULT_RDZV_TIMEOUT = 900.0
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.\-_]*[A-Za-z0-9])?$")
 
 
-class NodesError(ValueError):
+class NodesError(LaunchError, ValueError):
     """A multi-node option that cannot be right; the message names the fix."""
 
 

@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pai_launch.wire.errors import LaunchError
+
 #: The usual fix for SLURM_* variables that Slurm itself would never have set this way.
 ENV_FIX = ("run pai-launch in the Slurm job's own environment (sbatch, salloc or srun), "
            "or unset SLURM_JOB_ID to run without Slurm")
@@ -25,7 +27,7 @@ NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELI
 MAX_HOSTS = 100_000
 
 
-class SlurmError(ValueError):
+class SlurmError(LaunchError, ValueError):
     """A problem with the Slurm environment; the message is one line naming the problem and the fix."""
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pai_launch.core.state import Policy
+from pai_launch.wire.errors import LaunchError
 from pai_launch.core.nodes import Nodes
 
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
@@ -25,7 +26,7 @@ AGENT_SILENCE_TEST_ENV = "PAI_LAUNCH_TEST_AGENT_SILENCE"
 SHARED_FS_SETTLE = 30.0
 
 
-class PreflightError(Exception):
+class PreflightError(LaunchError):
     """A problem with the command line or the machine, found before anything started."""
 
 

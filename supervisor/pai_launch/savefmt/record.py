@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from pai_launch import __version__
 from pai_launch.savefmt import safeopen
 from pai_launch.savefmt.atomic import write_atomically
+from pai_launch.wire.errors import LaunchError
 
 STATE_DIR = ".pai-launch"
 STATE_FILE = "state.json"
@@ -27,7 +28,7 @@ EVENTS_FILE = "events.jsonl"
 FORMAT = 1
 
 
-class StateError(Exception):
+class StateError(LaunchError):
     """The state folder cannot be used (held by another pai-launch, unreadable, or another run's)."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from pai_launch.wire import codec, crossnode
 from pai_launch.core import exitcodes
 from pai_launch.wire import jobsecret
+from pai_launch.wire.errors import LaunchError
 from pai_launch.linux import procs
 from pai_launch.core.events import JobStopSeen, JobStoreLost, SignalReceived
 from pai_launch.core.state import STOP_SIGNALS
@@ -28,7 +29,7 @@ from pai_launch.supervise.threads import start_guarded
 STORE_START_TIMEOUT = 120.0
 
 
-class JobSetupError(Exception):
+class JobSetupError(LaunchError):
     """The job cannot start on this node; the message is one line naming the fix."""
 
 

@@ -17,6 +17,7 @@ from pai_launch.supervise import logspace
 from pai_launch.core import machine
 from pai_launch.savefmt import savedir
 from pai_launch.supervise import signals
+from pai_launch.wire.errors import LaunchError
 from pai_launch.core.events import (
     AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStopSeen, JobStoreLost,
     Observation,
@@ -31,8 +32,10 @@ from pai_launch.wire.protocol import AgentReady
 from pai_launch.supervise.session import SaveSession
 
 
-class InternalError(Exception):
+class InternalError(LaunchError):
     """A bug in pai-launch (for example in one of its threads); carries the traceback to log."""
+
+    exit_code = exitcodes.INTERNAL_ERROR
 
     def __init__(self, message: str, trace: str) -> None:
         super().__init__(message)

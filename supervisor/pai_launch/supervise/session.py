@@ -18,6 +18,7 @@ from pai_launch.savefmt import checkpoint
 from pai_launch.supervise import plan
 from pai_launch.savefmt import safeopen
 from pai_launch.savefmt import savedir
+from pai_launch.wire.errors import SAVE_FOLDER, LaunchError
 from pai_launch.savefmt import statedir
 from pai_launch.core.spec import LaunchSpec
 from pai_launch.savefmt.locks import SaveFolderLock
@@ -31,8 +32,10 @@ from pai_launch.supervise.watcher import SaveFolderWatcher
 INIT_RUN = "the init run"
 
 
-class SaveFolderError(Exception):
+class SaveFolderError(LaunchError):
     """pai-launch could not do what it must in the save folder (move a torn file aside, adopt a folder)."""
+
+    exit_code = SAVE_FOLDER
 
 
 def _identity(folder: Path) -> tuple[int, int] | None:

@@ -16,12 +16,14 @@ import os
 import secrets
 from pathlib import Path
 
+from pai_launch.wire.errors import LaunchError
+
 #: Relative to the save folder.
 SECRET_FILE = ".pai-launch/coordinator"
 _PREFIX = "pai/"
 
 
-class SecretError(Exception):
+class SecretError(LaunchError):
     """The secret file cannot be written or read; the message names the path and the fix."""
 
 

@@ -1,0 +1,76 @@
+"""One error class for every problem that ends pai-launch on purpose (wire.errors.LaunchError), with its exit code;
+the command line's boundaries catch that class, once, and exit with the code it carries."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pai_launch
+from pai_launch.core import exitcodes
+from pai_launch.wire.errors import LaunchError
+
+PACKAGE = Path(pai_launch.__file__).resolve().parent
+
+#: Exceptions that are not a LaunchError, and why: each is handled where it is raised, or ends elsewhere.
+NOT_LAUNCH_ERRORS = {
+    "agent.control.Abandoned": "the agent's interrupt of torch's launcher, caught around it",
+    "agent.torchcompat.UnsupportedTorch": "raised in the agent: the generation's launcher error says it",
+    "core.slurm._BadNodelist": "the node-list parser's own, turned into a SlurmError",
+    "doctor.model.DoctorError": "the doctor tool's (its own exit codes)",
+    "status.model.StatusError": "the status tool's (its own exit codes)",
+    "savefmt.safeopen.WrongKind": "an OSError its callers turn into their own one-line errors",
+    "savefmt.safeopen.TooLarge": "an OSError its callers turn into their own one-line errors",
+    "wire.codec.WireError": "a peer that speaks another protocol: a bug, exit 70 (internal error)",
+    "wire.crossnode.StoreLost": "raised in the agent: its generation's result says it",
+    "wire.crossnode.JobStopped": "raised in the agent: its generation's result says it",
+}
+
+
+def _exception_classes() -> dict[str, type]:
+    found = {}
+    for module in pkgutil.walk_packages(pai_launch.__path__, "pai_launch."):
+        if module.name.endswith("__main__"):
+            continue
+        loaded = importlib.import_module(module.name)
+        for name, obj in vars(loaded).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.name:
+                found[f"{module.name.removeprefix('pai_launch.')}.{name}"] = obj
+    return found
+
+
+def test_every_error_is_a_launch_error_with_a_documented_code_or_listed_with_why():
+    classes = _exception_classes()
+    others = {name for name, cls in classes.items() if not issubclass(cls, LaunchError)}
+    assert others == set(NOT_LAUNCH_ERRORS), (others ^ set(NOT_LAUNCH_ERRORS))
+    documented = {code for code, _ in exitcodes.TABLE}
+    for name, cls in classes.items():
+        if issubclass(cls, LaunchError):
+            assert cls.exit_code in documented, f"{name}: exit code {cls.exit_code} is not in the README's table"
+
+
+def test_the_codes_each_error_carries():
+    from pai_launch.core.spec import PreflightError
+    from pai_launch.savefmt.record import StateError
+    from pai_launch.supervise.observer import InternalError
+    from pai_launch.supervise.session import SaveFolderError
+
+    assert (PreflightError.exit_code, StateError.exit_code) == (exitcodes.USAGE, exitcodes.USAGE)
+    assert (SaveFolderError.exit_code, InternalError.exit_code) == (exitcodes.SAVE_FOLDER, exitcodes.INTERNAL_ERROR)
+
+
+def test_the_command_lines_boundaries_catch_launch_error_itself_never_a_list_of_its_kinds():
+    kinds = {name.rsplit(".", 1)[1] for name, cls in _exception_classes().items()
+             if issubclass(cls, LaunchError) and cls is not LaunchError}
+    caught = {}
+    for path in (PACKAGE / "cli").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                names = {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node.type)
+                         if isinstance(n, (ast.Name, ast.Attribute))}
+                caught.setdefault(path.name, set()).update(names)
+    assert {file for file, names in caught.items() if "LaunchError" in names} == {"launch.py", "startup.py"}
+    assert not {file: names & kinds for file, names in caught.items() if names & kinds}
