@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import (
-    Finish, KillRun, PrepareAgent, ReportAgentHung, ReportStall, ScheduleRetry, SignalRun, StartGeneration,
+    Finish, KillRun, PrepareAgent, ReplaceAgent, ReportAgentHung, ReportStall, ScheduleRetry, SignalRun,
+    StartGeneration,
 )
 from pai_launch.core.events import (
-    AgentAnswered, Began, Cause, Failure, GenerationEnded, InitExited, Resumed, SaveActivity, SignalReceived, Tick,
+    AgentAnswered, AgentLeft, Began, Cause, Failure, GenerationEnded, InitExited, Resumed, SaveActivity, SignalReceived, Tick,
 )
 from pai_launch.core.machine import Phase, Policy, StopCause, start, step
 from pai_launch.core.state import HUNG_AGENT_GRACE
@@ -185,3 +186,20 @@ def test_after_any_pause_a_write_within_the_stall_timeout_prevents_a_stall(pause
                Tick(resumed + 0.2)]
     state, actions = replay(history, policy=STALL)
     assert state.phase is Phase.TRAINING and not any(isinstance(a, ReportStall) for a in actions)
+
+
+# --- an agent that leaves between generations -----------------------------------------------------------------
+def test_an_agent_that_left_holding_the_current_generations_request_is_replaced_by_the_machine():
+    state, actions = replay([INIT_OK, AgentLeft(1, 1.0)], policy=HUNG)
+    assert state.phase is Phase.TRAINING and actions[-1] == ReplaceAgent(1)
+
+
+@pytest.mark.parametrize("history", [
+    [INIT_OK, AgentLeft(None, 1.0)],  # it held nothing: the next generation starts its own
+    [INIT_OK, AgentLeft(7, 1.0)],  # a request for another generation than the current one
+    [INIT_OK, SignalReceived(signal.SIGTERM, 1.0), AgentLeft(1, 1.5)],  # the run is stopping
+    [AgentLeft(1, 0.5)],  # the init run is running: no generation yet
+], ids=["held nothing", "stale generation", "stopping", "during the init run"])
+def test_no_new_agent_where_there_is_nothing_it_should_run(history):
+    state, actions = replay(history, policy=HUNG)
+    assert not any(isinstance(action, ReplaceAgent) for action in actions)

@@ -30,6 +30,13 @@ class PrepareAgent:
 
 
 @dataclass(frozen=True)
+class ReplaceAgent:
+    """Start a new agent and hand it the request for `generation` that the last one left without taking."""
+
+    generation: int
+
+
+@dataclass(frozen=True)
 class SignalRun:
     """Send `signum` to every process of the run (workers or the init run), not to the agent.
 
@@ -87,5 +94,5 @@ class Finish:
     reason: str
 
 
-Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | SignalRun | KillRun | ScheduleRetry | ReportStall
+Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun | ScheduleRetry | ReportStall
           | ReportAgentHung | AnnounceStop | RecheckProgress | Finish)

@@ -99,6 +99,16 @@ class AgentGone:
 
 
 @dataclass(frozen=True)
+class AgentLeft:
+    """The agent exited between generations (it retired, or was killed) still holding the request for generation
+    `holding`, which it never took (None: it held none). Whether a new agent runs that generation is the machine's
+    call."""
+
+    holding: int | None
+    now: float
+
+
+@dataclass(frozen=True)
 class AgentAnswered:
     """The agent answered the supervisor's heartbeat: it is alive and not stopped."""
 
@@ -349,6 +359,6 @@ class Resumed:
 
 Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
                | AgentTookRequest | AgentGone | AgentAnswered | ThreadFailed)
-Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | GenerationEnded | GenerationJoined
+Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | AgentLeft | GenerationEnded | GenerationJoined
          | GenerationRefused | JobStopSeen | JobStoreLost | MarkerAppeared | Resumed | SaveActivity | SaveFolderLost
          | SignalReceived | Tick | WorkersLaunched | WorkersWaiting)

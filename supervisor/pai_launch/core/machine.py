@@ -20,11 +20,11 @@ from pai_launch.core import exitcodes
 from pai_launch.wire import failure_causes
 from pai_launch.core import outcomes
 from pai_launch.core.actions import (
-    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReportAgentHung, ReportStall,
-    SignalRun,
+    Action, AdoptSaveFolder, AnnounceStop, KillRun, PrepareAgent, RecheckProgress, ReplaceAgent, ReportAgentHung,
+    ReportStall, SignalRun,
 )
 from pai_launch.core.events import (
-    AdoptionRefused, AgentAnswered, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited,
+    AdoptionRefused, AgentAnswered, AgentLeft, Began, Event, GenerationEnded, GenerationJoined, GenerationRefused, InitExited,
     JobStopSeen, JobStoreLost, MarkerAppeared, Resumed, SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived,
     Tick, WorkersLaunched, WorkersWaiting,
 )
@@ -185,6 +185,15 @@ def _on_agent_answered(policy: Policy, state: State, event: AgentAnswered) -> tu
     return state.with_current(agent_heard=max(event.now, state.current.agent_heard)), []
 
 
+def _on_agent_left(policy: Policy, state: State, event: AgentLeft) -> tuple[State, list[Action]]:
+    """An agent that left between generations with this generation's request untaken: a new agent runs it, unless
+    the run is stopping (or over), or the request is for a generation no longer the current one."""
+    if event.holding is None or event.holding != state.generation or state.phase is not Phase.TRAINING \
+            or state.current.stop is not None:
+        return state, []
+    return state, [ReplaceAgent(event.holding)]
+
+
 def _on_resumed(policy: Policy, state: State, event: Resumed) -> tuple[State, list[Action]]:
     """pai-launch itself was paused: before any deadline is judged, the save folder's writes as read again count as
     seen, and the agent's silence counts from now (the heartbeat could not be sent or read meanwhile)."""
@@ -317,6 +326,7 @@ _HANDLERS = {
     Tick: _on_tick,
     Resumed: _on_resumed,
     AgentAnswered: _on_agent_answered,
+    AgentLeft: _on_agent_left,
     SaveActivity: _on_save_activity,
     WorkersLaunched: _on_launched,
     WorkersWaiting: _on_waiting,

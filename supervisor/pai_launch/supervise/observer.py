@@ -19,7 +19,7 @@ from pai_launch.savefmt import savedir
 from pai_launch.supervise import signals
 from pai_launch.wire.errors import LaunchError
 from pai_launch.core.events import (
-    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStopSeen, JobStoreLost,
+    AgentAnswered, AgentGone, AgentJoined, AgentLeft, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStopSeen, JobStoreLost,
     Observation,
     ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
     WorkersWaiting,
@@ -49,6 +49,8 @@ class Observer:
         self.announced: set[tuple[int, str]] = set()
         #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from it).
         self.dendrites = folder_facts(session.save_dir)[0]
+        #: How the last agent that left between generations ended (agent_replaced names it).
+        self.last_agent_exit: dict = {}
 
     def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
         """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
@@ -84,8 +86,7 @@ class Observer:
                 return None
             return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
         elif isinstance(raw, AgentGone):
-            self.agent_gone(raw)
-            return None
+            return self.agent_gone(raw)
         elif isinstance(raw, AgentJoined):
             if not self.table.is_current_agent(raw.agent_pid):
                 return None
@@ -136,16 +137,16 @@ class Observer:
             self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why,
                              hint="every worker starts as a fresh interpreter; --cold says so without the check")
 
-    def agent_gone(self, raw: AgentGone) -> None:
-        """An agent that exited between generations; the request it never took goes to a new one."""
-        replaced_by = self.table.agent_gone(raw.agent_pid, raw.pending)
-        fields = {"agent_pid": raw.agent_pid, "exit": exitcodes.describe_returncode(raw.returncode)}
-        if raw.why:
-            fields["reason"] = raw.why
-        if replaced_by is not None:
-            self.log.warning(log_events.AGENT_REPLACED, **fields, new_agent_pid=replaced_by)
-        elif raw.why or raw.returncode != 0:
+    def agent_gone(self, raw: AgentGone) -> AgentLeft | None:
+        """An agent that exited between generations: logged when it held no request (one that held one is logged
+        as replaced, or not, once the machine has decided)."""
+        if not self.table.agent_gone(raw.agent_pid, raw.pending):
+            return None
+        fields = agent_exit_fields(raw)
+        if raw.pending is None and (raw.why or raw.returncode != 0):
             self.log.warning(log_events.AGENT_EXITED, **fields)
+        self.last_agent_exit = fields
+        return AgentLeft(None if raw.pending is None else raw.pending.generation, raw.now)
 
     def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
         result = raw.result
@@ -233,6 +234,13 @@ class Observer:
             self.log.error(log_events.WORKER_LOG_TAIL, rank=first.rank, **where, tail=first.log_tail,
                            log_line=failure_causes.explaining_line(first.log_tail)[:500])
         return event
+
+
+def agent_exit_fields(raw: AgentGone) -> dict:
+    fields = {"agent_pid": raw.agent_pid, "exit": exitcodes.describe_returncode(raw.returncode)}
+    if raw.why:
+        fields["reason"] = raw.why
+    return fields
 
 
 def _versions(facts: AgentReady) -> dict:

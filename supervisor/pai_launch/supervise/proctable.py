@@ -89,6 +89,8 @@ class ProcessTable:
         #: The folders we made (locked until close()).
         self._private: list[privatedir.PrivateDir] = []
         self._agent: Agent | None = None
+        #: The request the last agent left without taking, until the machine decides on a new agent for it.
+        self._untaken: GenerationRequest | None = None
         #: The agent is running a generation (not just standing by for the next).
         self._agent_busy = False
         self._spared: frozenset[int] = frozenset()
@@ -146,14 +148,22 @@ class ProcessTable:
         self._agent.run(request)
         return self._agent.pid, had
 
-    def agent_gone(self, pid: int, pending: GenerationRequest | None) -> int | None:
-        """The agent exited between generations: forget it; a request it never took goes to a new one (its pid)."""
+    def agent_gone(self, pid: int, pending: GenerationRequest | None) -> bool:
+        """The agent exited between generations: forget it, keeping the request it never took for replace_agent.
+        False when it was not the current agent (nothing to decide)."""
         if self._agent is None or self._agent.pid != pid:
-            return None
+            return False
         self._agent = None
-        if pending is None:
+        self._untaken = pending
+        return True
+
+    def replace_agent(self, generation: int) -> int | None:
+        """A new agent, handed the request for `generation` the last one left untaken (its pid); None when there is
+        no such request."""
+        request, self._untaken = self._untaken, None
+        if request is None or request.generation != generation:
             return None
-        return self.start_agent(pending)[0]
+        return self.start_agent(request)[0]
 
     def generation_log_dir(self, generation: int) -> str:
         assert self.run_root is not None, "open() first"
