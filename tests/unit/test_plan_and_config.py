@@ -38,8 +38,10 @@ def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_
     for command in (plan.init_command(spec(tmp_path), "RID", ()), plan.data_parallel_command(spec(tmp_path), "RID", 1)):
         assert {"RANK", "SLURM_PROCID", "MASTER_ADDR"} <= set(command.unset)
         exits: queue.Queue = queue.Queue()
-        PlainProcess(Role.INIT, plan.Command((sys.executable, "-c", probe), command.env, tmp_path, command.unset),
-                     base, exits.put)
+        process = PlainProcess(Role.INIT, plan.Command((sys.executable, "-c", probe), command.env, tmp_path, command.unset),
+                               base, exits.put)
+        assert process.pid is None  # made, not yet started
+        process.start()
         assert exits.get(timeout=30).log_tail.strip().splitlines()[-1] == "['KEEP', 'SLURM_JOB_ID']"
 
 

@@ -4,7 +4,8 @@
   its tail kept for error messages; reports ProcessExited.
 - Agent: the `python -m pai_launch.agent.main` process that runs the run's generations, one per request; reports
   AgentStarted, AgentJoined, AgentReported, AgentGone and AgentAnswered (its heartbeat).
-All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies.
+All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies. Making one starts
+nothing: `start()` does (so what decides to start one can be tested without a process).
 """
 
 from __future__ import annotations
@@ -45,22 +46,25 @@ class PlainProcess:
 
     def __init__(self, role: Role, command: Command, base_env: dict[str, str], report: Report, *,
                  live: liveline.LiveLine | None = None) -> None:
-        env = {name: value for name, value in {**base_env, **command.env}.items() if name not in command.unset}
-        self.role = role
+        self.role, self.command, self._report, self._live = role, command, report, live
+        self._env = {name: value for name, value in {**base_env, **command.env}.items() if name not in command.unset}
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.popen: subprocess.Popen | None = None
+        self.pid: int | None = None
+
+    def start(self) -> PlainProcess:
         self.popen = subprocess.Popen(
-            procs.dies_with_parent(command.argv),
-            cwd=command.cwd,
-            env=env,
+            procs.dies_with_parent(self.command.argv),
+            cwd=self.command.cwd,
+            env=self._env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         self.pid = self.popen.pid
-        self._report = report
-        self._live = live
-        start_guarded(self._pump, name=f"pump-{self.pid}", report=report)
+        start_guarded(self._pump, name=f"pump-{self.pid}", report=self._report)
+        return self
 
     def _pump(self) -> None:
         write = _writer("stdout", self._live)
@@ -81,34 +85,11 @@ class Agent:
 
     def __init__(self, python: str, cwd: Path, base_env: dict[str, str], report: Report, *,
                  agent_args: tuple[str, ...] = (), live: liveline.LiveLine | None = None) -> None:
-        request_r, self._request_w = os.pipe()
-        self._result_r, result_w = os.pipe()
-        # Import this very copy of the package without putting it on the workers' PYTHONPATH; keep the sys.path a
-        # fresh interpreter would have (less -c's leading ''), which warm workers are given.
-        bootstrap = (f"import sys; cold = sys.path[1:] if sys.path[:1] == [''] else sys.path[:]; "
-                     f"sys.path.insert(0, {_package_root()!r}); from pai_launch.agent.main import main; "
-                     f"main(cold_path=cold)")
-        argv = [
-            python, "-c", bootstrap,
-            "--request-fd", str(request_r), "--result-fd", str(result_w), "--parent-pid", str(os.getpid()), *agent_args,
-        ]
-        # The agent relays its workers' lines to its stdout/stderr: ours, unless a live status line needs them to
-        # pass through us.
-        piped = live is not None
-        try:
-            self.popen = subprocess.Popen(
-                argv, cwd=cwd, env=base_env, stdin=subprocess.DEVNULL, start_new_session=True,
-                pass_fds=(request_r, result_w), stdout=subprocess.PIPE if piped else None,
-                stderr=subprocess.PIPE if piped else None,
-            )
-        finally:
-            os.close(request_r)
-            os.close(result_w)
-        if piped:
-            for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
-                threading.Thread(target=_relay, args=(pipe, _writer(stream, live)), name=f"agent-{stream}", daemon=True).start()
-        self.pid = self.popen.pid
+        self._python, self._cwd, self._env, self._agent_args, self._live = python, cwd, base_env, agent_args, live
         self._report = report
+        self.popen: subprocess.Popen | None = None
+        self.pid: int | None = None
+        self._request_w = self._result_r = -1
         self._lock = threading.Lock()
         self._ready = False
         self._pending: GenerationRequest | None = None
@@ -121,7 +102,38 @@ class Agent:
         self._ping_seq = 0
         self._ping_out = False
         self._pinged_at = float("-inf")
-        start_guarded(self._read, name=f"agent-{self.pid}", report=report)
+
+    def start(self) -> Agent:
+        request_r, self._request_w = os.pipe()
+        self._result_r, result_w = os.pipe()
+        # Import this very copy of the package without putting it on the workers' PYTHONPATH; keep the sys.path a
+        # fresh interpreter would have (less -c's leading ''), which warm workers are given.
+        bootstrap = (f"import sys; cold = sys.path[1:] if sys.path[:1] == [''] else sys.path[:]; "
+                     f"sys.path.insert(0, {_package_root()!r}); from pai_launch.agent.main import main; "
+                     f"main(cold_path=cold)")
+        argv = [
+            self._python, "-c", bootstrap, "--request-fd", str(request_r), "--result-fd", str(result_w),
+            "--parent-pid", str(os.getpid()), *self._agent_args,
+        ]
+        # The agent relays its workers' lines to its stdout/stderr: ours, unless a live status line needs them to
+        # pass through us.
+        piped = self._live is not None
+        try:
+            self.popen = subprocess.Popen(
+                argv, cwd=self._cwd, env=self._env, stdin=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=(request_r, result_w), stdout=subprocess.PIPE if piped else None,
+                stderr=subprocess.PIPE if piped else None,
+            )
+        finally:
+            os.close(request_r)
+            os.close(result_w)
+        if piped:
+            for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
+                threading.Thread(target=_relay, args=(pipe, _writer(stream, self._live)), name=f"agent-{stream}",
+                                 daemon=True).start()
+        self.pid = self.popen.pid
+        start_guarded(self._read, name=f"agent-{self.pid}", report=self._report)
+        return self
 
     def workers(self) -> list[psutil.Process]:
         """The processes running the current generation's script: none before the request went out; the forkserver's

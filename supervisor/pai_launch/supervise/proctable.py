@@ -125,7 +125,7 @@ class ProcessTable:
 
     # --- starting -------------------------------------------------------------------------------------
     def start_plain(self, role: Role, command: Command) -> int:
-        self._plain = PlainProcess(role, command, self._env, self._report, live=self.live)
+        self._plain = PlainProcess(role, command, self._env, self._report, live=self.live).start()
         return self._plain.pid
 
     def prepare_agent(self) -> None:
@@ -135,7 +135,7 @@ class ProcessTable:
     def _new_agent(self) -> Agent:
         assert self.log_root is not None, "open() first"
         args = (*self._agent_args, "--temp-dir", str(self._temp_root))
-        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args, live=self.live)
+        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args, live=self.live).start()
         self._descendants.refresh()
         return agent
 
