@@ -261,6 +261,28 @@ def start_pai_launch(args: list[str], *, cwd: Path, io_dir: Path, env: dict[str,
     return launch_class(popen, stdout_path, stderr_path)
 
 
+def run_pai_launch(args: Sequence[str], *, cwd: Path, env: dict[str, str], timeout: float,
+                   name: str = "launch") -> tuple[Launch, set[psutil.Process]]:
+    """start_pai_launch to its end (its output files beside `cwd`, in CWD.io/): the launch, and every process seen
+    under it meanwhile, for a test of what is left. Killed, and a failure naming it, past `timeout`."""
+    launch = start_pai_launch(list(args), cwd=cwd, io_dir=cwd.parent / f"{cwd.name}.io", env=env, name=name)
+    seen: set[psutil.Process] = set()
+
+    def ended() -> bool:
+        try:
+            seen.update(psutil.Process(launch.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+        return launch.popen.poll() is not None
+
+    try:
+        wait_until(ended, timeout, interval=0.2, message=f"pai-launch {' '.join(args)} to exit")
+    finally:
+        launch.kill()
+    launch.wait()
+    return launch, seen
+
+
 def run_tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """`python -m pai_launch ARGS` run to its end (doctor, status), its output captured."""
     return subprocess.run([PYTHON, "-m", "pai_launch", *args], cwd=cwd, capture_output=True, text=True,

@@ -2,42 +2,21 @@
 
 import json
 import os
-import subprocess
 
-import psutil
 import pytest
 
-from tests.helpers import PYTHON, REPO, is_live, json_events
+from tests.helpers import REPO, is_live, run_pai_launch
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 
 
-def run_pai_launch(tmp_path, *args, timeout):
+def run_example(tmp_path, *args, timeout):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([PYTHON, "-m", "pai_launch", "--log-format", "json", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    seen: set[psutil.Process] = set()
-    try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                try:
-                    seen.update(psutil.Process(proc.pid).children(recursive=True))
-                except psutil.Error:
-                    pass
-                timeout -= 0.5
-                if timeout <= 0:
-                    raise
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    events = json_events(err)
+    launch, seen = run_pai_launch(["--log-format", "json", *args], cwd=tmp_path, env=env, timeout=timeout)
     left = [p for p in seen if is_live(p)]
-    return proc.returncode, out, err, events, seen, left
+    return launch.popen.returncode, launch.stdout, launch.stderr, launch.events(), seen, left
 
 
 MODES = {"cold": ("--cold",), "warm": ()}
@@ -49,7 +28,7 @@ def example_runs(tmp_path_factory):
     runs = {}
     for mode, flags in MODES.items():
         folder = tmp_path_factory.mktemp(f"example-{mode}")
-        runs[mode] = (folder, *run_pai_launch(folder, "--nproc", "2", *flags, str(EXAMPLE), timeout=280))
+        runs[mode] = (folder, *run_example(folder, "--nproc", "2", *flags, str(EXAMPLE), timeout=280))
     return runs
 
 
@@ -105,7 +84,7 @@ def test_warm_and_cold_runs_of_the_example_train_alike(example_runs):
 
 @pytest.mark.timeout(200)
 def test_real_example_in_data_parallel_mode(tmp_path):
-    code, out, err, events, seen, left = run_pai_launch(tmp_path, "--data-parallel", str(EXAMPLE), timeout=180)
+    code, out, err, events, seen, left = run_example(tmp_path, "--data-parallel", str(EXAMPLE), timeout=180)
     assert code == 0, err[-4000:]
     assert (tmp_path / "PAI" / ".training_complete").is_file()
     assert len(list((tmp_path / "PAI").glob("switch_*.pt"))) >= 2

@@ -3,32 +3,29 @@
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers import PYTHON, REPO, is_live, json_events, wait_until
+from tests.helpers import REPO, is_live, json_events, run_pai_launch, start_pai_launch, wait_until
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
 HERE = Path(__file__).parent
 
 
-def pai_launch(*args, cwd, **popen):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([PYTHON, "-m", "pai_launch", "--log-format", "json", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 @pytest.mark.timeout(180)
 def test_two_generations_of_real_gloo_ddp_workers(tmp_path):
-    proc = pai_launch("--nproc", "2", str(HERE / "ddp_allreduce.py"), cwd=tmp_path)
-    out, err = proc.communicate(timeout=170)
-    assert proc.returncode == 0, err[-3000:]
-    events = json_events(err)
+    launch, _ = run_pai_launch(["--log-format", "json", "--nproc", "2", str(HERE / "ddp_allreduce.py")], cwd=tmp_path,
+                               env=_env(), timeout=170)
+    assert launch.popen.returncode == 0, launch.stderr[-3000:]
+    events = launch.events()
     started = [e for e in events if e["event"] == "generation_started"]
     assert [e["generation"] for e in started] == [1, 2]
     assert started[0]["load_folder"] is None and started[1]["load_folder"] == "PAI"
@@ -44,21 +41,21 @@ def test_two_generations_of_real_gloo_ddp_workers(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_sigterm_during_collectives_stops_every_worker_within_grace(tmp_path):
-    proc = pai_launch("--nproc", "2", "--grace", "10", str(HERE / "ddp_allreduce.py"), "--spin", cwd=tmp_path)
+    launch = start_pai_launch(["--log-format", "json", "--nproc", "2", "--grace", "10", str(HERE / "ddp_allreduce.py"),
+                               "--spin"], cwd=tmp_path, io_dir=tmp_path.parent / f"{tmp_path.name}.io", env=_env())
     try:
-        wait_until(lambda: (tmp_path / "results" / "spinning").exists() or proc.poll() is not None, 100, interval=0.05,
-                   message="workers in all_reduce")
-        assert proc.poll() is None, proc.stderr.read()[-3000:]
-        tree = psutil.Process(proc.pid).children(recursive=True)
+        wait_until(lambda: (tmp_path / "results" / "spinning").exists() or launch.popen.poll() is not None, 100,
+                   interval=0.05, message="workers in all_reduce")
+        assert launch.popen.poll() is None, launch.stderr[-3000:]
+        tree = psutil.Process(launch.pid).children(recursive=True)
         assert len(tree) >= 3  # the agent and two workers at least
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        sent = launch.send(signal.SIGTERM)
+        returncode = launch.wait(30)
         elapsed = time.monotonic() - sent
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, err[-3000:]
+        launch.kill()
+    err = launch.stderr
+    assert returncode == 143, err[-3000:]
     assert elapsed < 10 + 2, f"pai-launch took {elapsed:.1f} s to stop with --grace 10"
     survivors = [p for p in tree if is_live(p)]
     assert survivors == []

@@ -2,11 +2,10 @@
 (with --resume-from latest pai-launch passes --pai_load_folder once it is there), and trains to completion."""
 
 import os
-import subprocess
 
 import pytest
 
-from tests.helpers import PYTHON, REPO, json_events
+from tests.helpers import REPO, run_pai_launch
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc, pytest.mark.timeout(400)]
 
@@ -15,12 +14,11 @@ SCRIPT = REPO / "tests" / "real" / "latest_resume_script.py"
 
 def test_a_crash_before_the_first_switch_resumes_from_latest_pt(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "PAI_TEST_CRASHED_FLAG": str(tmp_path / "crashed")}
-    done = subprocess.run([PYTHON, "-m", "pai_launch", "--log-format", "json", "--nproc", "2", "--backoff", "0.2",
-                           "--resume-from", "latest", str(SCRIPT), "--no-graphs"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=380)
-    events = json_events(done.stderr)
+    done, _ = run_pai_launch(["--log-format", "json", "--nproc", "2", "--backoff", "0.2", "--resume-from", "latest",
+                              str(SCRIPT), "--no-graphs"], cwd=tmp_path, env=env, timeout=380)
+    events = done.events()
 
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.popen.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "crashed").exists(), "rank 1 crashed in generation 1"
     failed = [e for e in events if e["event"] == "generation_failed"]
     assert [(e["generation"], e["rank"]) for e in failed] == [(1, 1)], failed

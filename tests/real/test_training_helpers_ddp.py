@@ -2,12 +2,11 @@
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, REPO, json_events
+from tests.helpers import REPO, run_pai_launch
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
@@ -17,11 +16,9 @@ SCRIPT = Path(__file__).parent / "torn_switch_script.py"
 @pytest.mark.timeout(240)
 def test_load_newest_skips_a_torn_newest_switch_file_for_the_previous_one(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([PYTHON, "-m", "pai_launch", "--log-format", "json", "--nproc", "2", str(SCRIPT)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=220,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-4000:]
-    assert [e["load_folder"] for e in json_events(proc.stderr, "generation_started")] == [None, "PAI"]
+    proc, _ = run_pai_launch(["--log-format", "json", "--nproc", "2", str(SCRIPT)], cwd=tmp_path, env=env, timeout=220)
+    assert proc.popen.returncode == 0, proc.stderr[-4000:] + proc.stdout[-4000:]
+    assert [e["load_folder"] for e in proc.events("generation_started")] == [None, "PAI"]
     results = [json.loads((tmp_path / "results" / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     real = results[0]["real"]
     torn = f"switch_{int(real[len('switch_'):]) + 2}.pt"

@@ -184,3 +184,19 @@ def test_a_typed_key_refuses_a_value_of_another_type_both_ways():
     link.set(crossnode.STOP, codec.encode_text(crossnode.OpenedGeneration(1, 0)))  # sealed, but of the wrong type
     with pytest.raises(codec.WireError, match="'opened' message where 'stop' was expected"):
         link.read(crossnode.STOP)
+
+
+def test_every_store_pipe_message_round_trips_and_a_stray_line_is_named():
+    from pai_launch.wire import storepipe
+
+    samples = [storepipe.Secret("s" * 43), storepipe.SetValue("pai/stop", codec.encode_text(crossnode.StopFlag(15, "x"))),
+               storepipe.Serving(), storepipe.Refused("cannot serve the job's store at h:1: port taken"),
+               storepipe.JobJoined(STORE_SAMPLES[crossnode.JobFacts], "secret"),
+               storepipe.StopCarried(crossnode.StopFlag(15, "SIGTERM to node 0's pai-launch")), storepipe.StoreClosed(),
+               storepipe.StoreGone("DistNetworkError: connection reset")]
+    for message in samples:
+        protocol = storepipe.TO_STORE if type(message) in storepipe.TO_STORE.types().values() else storepipe.FROM_STORE
+        assert protocol.decode(codec.encode(message)) == message
+    assert {type(m) for m in samples} == {*storepipe.TO_STORE.types().values(), *storepipe.FROM_STORE.types().values()}
+    with pytest.raises(codec.WireError, match="unknown message type 'ready'"):
+        storepipe.FROM_STORE.decode(b'{"type": "ready"}')

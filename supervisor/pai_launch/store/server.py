@@ -3,15 +3,16 @@
 serve: torch's TCPStore, served at --rdzv-endpoint for the whole run (listening on the endpoint's address only,
 see listen.py), so every generation's c10d rendezvous and the nodes' agreement live in a store that outlives
 each generation's agents. Its first stdin line is the job's secret (jobsecret.py), under which it keeps the
-job's facts (run id, rendezvous id, fingerprint); it prints "ready", publishes the secret's digest once node 0
-wrote the secret file in the save folder, then takes `{"set": [key, value]}` lines on stdin. At EOF it
-marks itself closing and lingers briefly, for the other nodes to see a stop flag and the close, and exits.
+job's facts (run id, rendezvous id, fingerprint); it says Serving, publishes the secret's digest once node 0
+wrote the secret file in the save folder, then takes SetValue lines on stdin. At EOF it marks itself closing
+and lingers briefly, for the other nodes to see a stop flag and the close, and exits. Every line either way is a
+typed message (wire.storepipe).
 
 probe: connect within --rdzv-timeout, read the job's secret from the shared save folder, refuse to start (exit
-2, one line) when the command differs from node 0's or node 0's secret file is not visible here (the save folder
-is not shared); print the job's facts (and the secret) as JSON. Then watch: check the store every WATCH_INTERVAL
-and print "lost: ..." and exit 3 the moment it is gone without having said it closes (node 0 killed, its store
-killed, its machine gone); exit 0 at stdin's EOF or once the store closes.
+2, Refused) when the command differs from node 0's or node 0's secret file is not visible here (the save folder
+is not shared); say JobJoined (node 0's facts and the secret). Then watch: check the store every WATCH_INTERVAL
+and say StoreGone and exit 3 the moment it is gone without having said it closes (node 0 killed, its store
+killed, its machine gone); exit 0 at stdin's EOF or once the store closes (StoreClosed, or StopCarried).
 
 Run as: python -m pai_launch.store.server serve|probe ...
 """
@@ -28,6 +29,9 @@ import sys
 import time
 
 from pai_launch.wire import codec, crossnode
+from pai_launch.wire.storepipe import (
+    TO_STORE, JobJoined, Refused, Secret, Serving, SetValue, StopCarried, StoreClosed, StoreGone,
+)
 from pai_launch.wire import jobsecret
 from pai_launch.linux import listen
 from pai_launch.linux import procs
@@ -50,31 +54,31 @@ def serve(port: int, facts: crossnode.JobFacts, host: str) -> int:
 
     from torch.distributed import TCPStore
 
-    secret = json.loads(sys.stdin.readline() or "{}").get("secret", "")
+    first = sys.stdin.readline()
+    secret = TO_STORE.decode(first, expect=Secret).secret if first.strip() else ""
     if not secret:
-        print("error: the job's store was started without the job's secret", flush=True)
+        _say(Refused("the job's store was started without the job's secret"))
         return PROBE_FAILED
     try:
         sock = listen.bound_socket(host, port)
     except OSError as exc:
-        print(f"error: cannot serve the job's store at {host}:{port}: {listen.bind_problem(exc, host, port)}", flush=True)
+        _say(Refused(f"cannot serve the job's store at {host}:{port}: {listen.bind_problem(exc, host, port)}"))
         return PROBE_FAILED
     try:
         store = TCPStore(listen.client_host(sock), port, is_master=True, wait_for_workers=False,
                          timeout=timedelta(seconds=30), master_listen_fd=sock.fileno(), use_libuv=False)
     except Exception as exc:  # noqa: BLE001 - torch's DistNetworkError/RuntimeError
-        print(f"error: cannot serve the job's store at {host}:{port}: {crossnode.one_line(exc)}: choose a free port in "
-              "--rdzv-endpoint (or stop what listens there)", flush=True)
+        _say(Refused(f"cannot serve the job's store at {host}:{port}: {crossnode.one_line(exc)}: choose a free port in "
+                     "--rdzv-endpoint (or stop what listens there)"))
         return PROBE_FAILED
     link = crossnode.StoreLink(store, 0, secret)
     link.put(crossnode.INFO, crossnode.StoreInfo())
     link.put(crossnode.FACTS, facts)
-    print("ready", flush=True)
+    _say(Serving())
     for line in sys.stdin:
-        command = json.loads(line)
-        if "set" in command:
-            key, value = command["set"]
-            link.set(key, value)
+        if line.strip():
+            command = TO_STORE.decode(line, expect=SetValue)
+            link.set(command.key, command.value)
     link.set(crossnode.CLOSING, "1")
     deadline = time.monotonic() + LINGER
     while time.monotonic() < deadline and _others_pending(link, facts.max_nodes):
@@ -103,48 +107,52 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
             time.sleep(0.1)
             public_info = _store_info(public)
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout, or the store went away
-        print(f"error: cannot reach the job's store at {host}:{port} within {timeout:g} s ({crossnode.one_line(exc)}): start node 0 "
-              "first and check --rdzv-endpoint (node 0's address and port, the same on every node) and the network",
-              flush=True)
+        _say(Refused(f"cannot reach the job's store at {host}:{port} within {timeout:g} s ({crossnode.one_line(exc)}): start node 0 "
+                     "first and check --rdzv-endpoint (node 0's address and port, the same on every node) and the network"))
         return PROBE_FAILED
     if public_info is None:
-        print(f"error: {host}:{port} is not a pai-launch job's store (of this version): check --rdzv-endpoint and that "
-              "every node runs the same pai-launch", flush=True)
+        _say(Refused(f"{host}:{port} is not a pai-launch job's store (of this version): check --rdzv-endpoint and that "
+                     "every node runs the same pai-launch"))
         return PROBE_FAILED
     if not public_info.digest:
-        print(f"error: node 0 at {host}:{port} did not take the save folder within {timeout:g} s: see node 0's log", flush=True)
+        _say(Refused(f"node 0 at {host}:{port} did not take the save folder within {timeout:g} s: see node 0's log"))
         return PROBE_FAILED
     secret = _wait_secret(save_dir, public_info.digest, settle)
     if secret is None:
-        print(f"error: node 0 wrote {os.path.join(save_dir, jobsecret.SECRET_FILE)}, but this node does not see it after "
-              f"{settle:g} s: the save folder must be on a file system every node shares (and --save-name the same path on "
-              "every node)", flush=True)
+        _say(Refused(f"node 0 wrote {os.path.join(save_dir, jobsecret.SECRET_FILE)}, but this node does not see it after "
+                     f"{settle:g} s: the save folder must be on a file system every node shares (and --save-name the same path on "
+                     "every node)"))
         return PROBE_FAILED
     link = crossnode.StoreLink(store, node, secret)
     try:
         facts = link.read(crossnode.FACTS)
     except crossnode.StoreLost as exc:
-        print(f"error: the job's store at {host}:{port} went away: {exc}", flush=True)
+        _say(Refused(f"the job's store at {host}:{port} went away: {exc}"))
         return PROBE_FAILED
     if facts is None:
-        print(f"error: {host}:{port} holds no facts under the job's secret: node 0 was restarted meanwhile; start this node "
-              "again", flush=True)
+        _say(Refused(f"{host}:{port} holds no facts under the job's secret: node 0 was restarted meanwhile; start this node "
+                     "again"))
         return PROBE_FAILED
     theirs, ours = facts.fingerprint, fingerprint
     differences = [f"{key} {ours.get(key)!r} here, {theirs.get(key)!r} on node 0" for key in sorted(set(theirs) | set(ours))
                    if theirs.get(key) != ours.get(key)]
     if differences:
-        print("error: this node's command differs from node 0's (" + "; ".join(differences) + "): start every node with "
-              "the same script, arguments, --nproc and --nnodes", flush=True)
+        _say(Refused("this node's command differs from node 0's (" + "; ".join(differences) + "): start every node with "
+                     "the same script, arguments, --nproc and --nnodes"))
         return PROBE_FAILED
     try:
         link.set(crossnode.node_key(node), socket.gethostname())
         link.set(crossnode.watch_key(node), "1")
     except crossnode.StoreLost as exc:
-        print(f"error: the job's store at {host}:{port} went away: {exc}", flush=True)
+        _say(Refused(f"the job's store at {host}:{port} went away: {exc}"))
         return PROBE_FAILED
-    print(json.dumps({**codec.to_fields(facts), "secret": secret}), flush=True)
+    _say(JobJoined(facts, secret))
     return watch(store, link, node)
+
+
+def _say(message) -> None:
+    """One FROM_STORE line on stdout, for this node's pai-launch (coordination)."""
+    print(codec.encode_text(message), flush=True)
 
 
 def _store_info(public: crossnode.StoreLink) -> crossnode.StoreInfo | None:
@@ -183,13 +191,13 @@ def watch(store, link: crossnode.StoreLink, node: int) -> int:
                     # node 0's store go, which lingers until every node has seen the flag.
                     link.set(crossnode.stop_seen_key(node), "1")
                     link.add(crossnode.STOP_SEEN, 1)
-                    print(f"stopped: {stop}", flush=True)
+                    _say(StopCarried(crossnode.STORE.decode(stop, expect=crossnode.StopFlag)))
                 else:
-                    print("closed", flush=True)
+                    _say(StoreClosed())
                 link.delete(crossnode.watch_key(node))
                 return 0
         except crossnode.StoreLost as exc:
-            print(f"lost: {crossnode.one_line(exc.__cause__ or exc)}", flush=True)
+            _say(StoreGone(crossnode.one_line(exc.__cause__ or exc)))
             return STORE_LOST
 
 

@@ -19,6 +19,9 @@ from pai_launch.wire import codec, crossnode
 from pai_launch.core import exitcodes
 from pai_launch.wire import jobsecret
 from pai_launch.wire.errors import LaunchError
+from pai_launch.wire.storepipe import (
+    FROM_STORE, JobJoined, Refused, Secret, Serving, SetValue, StopCarried, StoreClosed, StoreGone,
+)
 from pai_launch.linux import procs
 from pai_launch.core.events import JobStopSeen, JobStoreLost, SignalReceived
 from pai_launch.core.state import STOP_SIGNALS
@@ -62,7 +65,7 @@ class StoreHost:
         self.pid = self.popen.pid
         self._lock = threading.Lock()
         self._closing = False
-        self._send({"secret": self.secret})
+        self._send(Secret(self.secret))
 
     def wait_ready(self, timeout: float = STORE_START_TIMEOUT) -> None:
         """JobSetupError when the store could not be served (its port is taken, torch is missing)."""
@@ -70,14 +73,15 @@ class StoreHost:
         reader = threading.Thread(target=lambda: answer.append(self.popen.stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout)
-        line = answer[0].decode(errors="replace").strip() if answer else ""
-        if line == "ready":
+        said = _said(answer[0] if answer else b"")
+        if isinstance(said, Serving):
             for stream in (self.popen.stdout, self.popen.stderr):  # drained, so a chatty store never blocks on a pipe
                 threading.Thread(target=lambda s=stream: s.read(), name=f"store-drain-{self.pid}", daemon=True).start()
             return
         self.popen.kill()
         _, err = self.popen.communicate(timeout=10)
-        detail = line.removeprefix("error: ") or (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1]
+        detail = said.error if isinstance(said, Refused) else \
+            (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1]
         raise JobSetupError(detail)
 
     def watch(self, report: Callable[[object], None]) -> None:
@@ -101,12 +105,12 @@ class StoreHost:
         """Set `key` to `value` in the job's store (named and sealed with the job's secret there)."""
         if not isinstance(value, key.value):
             raise TypeError(f"{key.name} holds a {key.value.__name__}, not a {type(value).__name__}")
-        self._send({"set": [key.name, codec.encode_text(value)]})
+        self._send(SetValue(key.name, codec.encode_text(value)))
 
-    def _send(self, command: dict) -> None:
+    def _send(self, command) -> None:
         with self._lock:
             try:
-                self.popen.stdin.write((json.dumps(command) + "\n").encode())
+                self.popen.stdin.write(codec.encode(command))
                 self.popen.stdin.flush()
             except (OSError, ValueError):
                 pass
@@ -162,8 +166,8 @@ class StoreWatch:
         self.pid = self.popen.pid
         self._closing = False
 
-    def check(self, interrupted: Callable[[], bool]) -> dict:
-        """The job's facts (run id, job id, the secret) once node 0's store agrees, or JobSetupError; {} when
+    def check(self, interrupted: Callable[[], bool]) -> JobJoined | None:
+        """The job's facts (run id, job id) and its secret once node 0's store agrees, or JobSetupError; None when
         `interrupted()` turned True while it waited (up to --rdzv-timeout)."""
         answer: list[bytes] = []
         reader = threading.Thread(target=lambda: answer.append(self.popen.stdout.readline()), daemon=True)
@@ -173,14 +177,14 @@ class StoreWatch:
             if reader.is_alive() and interrupted():
                 self.popen.kill()
                 self.close()
-                return {}
-        line = answer[0].decode(errors="replace").strip() if answer else ""
-        if line.startswith("{"):
+                return None
+        said = _said(answer[0] if answer else b"")
+        if isinstance(said, JobJoined):
             threading.Thread(target=self.popen.stderr.read, name=f"watch-drain-{self.pid}", daemon=True).start()
-            return json.loads(line)
+            return said
         self.close()
-        if line.startswith("error: "):
-            raise JobSetupError(line.removeprefix("error: "))
+        if isinstance(said, Refused):
+            raise JobSetupError(said.error)
         err = self.popen.stderr.read().decode(errors="replace").strip().splitlines()
         raise JobSetupError(f"the check against node 0's store failed ({(err or ['no output'])[-1]}): is torch installed "
                             f"for {self.python}?")
@@ -189,15 +193,14 @@ class StoreWatch:
         """Report JobStoreLost when the watch says the store is gone (or the watch itself dies before close()), and
         JobStopSeen when node 0's store closed with a stop this node's agent did not see."""
         def wait() -> None:
-            line = self.popen.stdout.readline().decode(errors="replace").strip()
+            said = _said(self.popen.stdout.readline())
             code = self.popen.wait()
-            if line.startswith("stopped: "):
-                stop = crossnode.STORE.decode(line.removeprefix("stopped: "), expect=crossnode.StopFlag)
-                report(JobStopSeen(stop.signal, stop.reason, time.monotonic()))
+            if isinstance(said, StopCarried):
+                report(JobStopSeen(said.flag.signal, said.flag.reason, time.monotonic()))
                 return
-            if self._closing or line == "closed":
+            if self._closing or isinstance(said, StoreClosed):
                 return
-            why = (line.removeprefix("lost: ") if line.startswith("lost: ")
+            why = (said.why if isinstance(said, StoreGone)
                    else f"its watch (PID {self.pid}) ended with {exitcodes.describe_returncode(code)}")
             report(JobStoreLost(store_lost_reason(self.where, why), time.monotonic()))
 
@@ -215,6 +218,15 @@ class StoreWatch:
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait()
+
+
+def _said(line: bytes):
+    """A store process's line as its message; None for nothing (it died first) or a line that is none (its
+    stderr then says why)."""
+    try:
+        return FROM_STORE.decode(line) if line.strip() else None
+    except codec.WireError:
+        return None
 
 
 def store_lost_reason(where: str, why: str) -> str:
@@ -259,8 +271,8 @@ def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue):
         host.wait_ready()
         return dataclasses.replace(spec, nodes=dataclasses.replace(nodes, secret=host.secret)), Job(host=host)
     watch = StoreWatch(spec.python, child_env(env), nodes, fingerprint, session.save_dir, spec.fs_settle)
-    info = watch.check(lambda: stop_requested(inbox))
-    if not info:
+    joined = watch.check(lambda: stop_requested(inbox))
+    if joined is None:
         return spec, None
-    session.join_job(info["run_id"])
-    return dataclasses.replace(spec, nodes=dataclasses.replace(nodes, secret=info["secret"])), Job(watch=watch)
+    session.join_job(joined.facts.run_id)
+    return dataclasses.replace(spec, nodes=dataclasses.replace(nodes, secret=joined.secret)), Job(watch=watch)
