@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import psutil
 
 from pai_launch.status.events import parse_lines
+from pai_launch.wire import log_events
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -292,8 +293,12 @@ def run_tool(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 # --- logs -------------------------------------------------------------------------------------------
 def json_events(text: str, name: str | None = None) -> list[dict[str, Any]]:
     """pai-launch's JSON log lines (objects with an "event") in `text`, those called `name` only if given;
-    every other line (a worker's output, a traceback) is skipped."""
-    return [event for event in parse_lines(text) if name is None or event["event"] == name]
+    every other line (a worker's output, a traceback) is skipped. Every event is checked against the log's
+    vocabulary (wire.log_events): an unknown name or a field its event does not declare fails the test."""
+    events = parse_lines(text)
+    problems = [problem for event in events for problem in log_events.undeclared(event)]
+    assert not problems, f"pai-launch logged outside its vocabulary (declare it in pai_launch/wire/log_events.py): {problems}"
+    return [event for event in events if name is None or event["event"] == name]
 
 
 def events_file(path: Path, name: str | None = None) -> list[dict[str, Any]]:

@@ -1,80 +1,124 @@
-"""The names of the events pai-launch logs (its JSON lines, `SAVE/.pai-launch/events.jsonl`): a protocol between
-the supervisor that writes them and every reader (`pai-launch status`, the metrics, the live status line, the
-tests, and users' own alerting). Writers and readers name them through these constants, and
-tests/unit/test_log_events.py fails on a name written or read anywhere that is not defined here.
+"""The events pai-launch logs (its JSON lines, `SAVE/.pai-launch/events.jsonl`): a protocol between the supervisor
+that writes them and every reader (`pai-launch status`, the metrics, the live status line, the tests, and users' own
+alerting). Each event is declared once here with the fields it may carry; writers and readers name events through
+these constants. tests/unit/test_log_events.py fails on a name written or read anywhere that is not declared here,
+and on a field a reader reads that its event does not declare; the process tiers' one events reader fails on a
+field written that its event does not declare.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+
+class LogEvent(str):
+    """An event's name (a str: what the log writes as "event") and the fields it may carry besides COMMON."""
+
+    fields: frozenset[str]
+
+    def __new__(cls, name: str, *fields: str | tuple[str, ...]) -> "LogEvent":
+        """`fields`: space-separated names, or a group of them shared by several events (CAUSE, ENDED, ...)."""
+        event = super().__new__(cls, name)
+        event.fields = frozenset(key for part in fields for key in (part.split() if isinstance(part, str) else part))
+        return event
+
+
+#: Fields any event may carry: what the logger adds (the time, the level, the run's id, a job's node) and a hint.
+COMMON = frozenset({"event", "time", "timestamp", "level", "run_id", "node", "hint"})
+#: What explains a failure's log tail (wire.failure_causes.fields): the line, and a known cause's name, fix and check.
+CAUSE = ("log_line", "cause", "fix", "doctor_id")
+#: Every generation's end says these (core.reports.generation_end).
+ENDED = ("generation", "duration_s", "complete", "switch_files")
+#: The worker that failed, and where (a job's node and host).
+WORKER = ("rank", "node", "host", "exit")
+#: An agent that left (supervise.observer.agent_exit_fields).
+AGENT_EXIT = ("agent_pid", "exit", "reason")
+
 # --- the run -------------------------------------------------------------------------------------
-RUN_STARTED = "run_started"
-RUN_FINISHED = "run_finished"
-RUN_KILLED = "run_killed"  # processes still there after the grace: SIGKILLed
-ALREADY_COMPLETE = "already_complete"
-INTERNAL_ERROR = "internal_error"
-LEFTOVERS_KILLED = "leftovers_killed"
-SUPERVISOR_RESUMED = "supervisor_resumed"  # pai-launch itself was paused (SIGSTOP, a frozen VM) and goes on
-CONSOLE_LOST = "console_lost"
-STACK_DUMP = "stack_dump"
-METRICS_SERVING = "metrics_serving"
-METRICS_UNAVAILABLE = "metrics_unavailable"
+RUN_STARTED = LogEvent("run_started", "script nproc save_folder mode pid resumed generation failures")
+RUN_FINISHED = LogEvent("run_finished", "exit_code reason generations duration_s stopped_by")
+RUN_KILLED = LogEvent("run_killed", "processes")  # processes still there after the grace: SIGKILLed
+ALREADY_COMPLETE = LogEvent("already_complete", "save_folder marker_written")
+INTERNAL_ERROR = LogEvent("internal_error", "error exit_code exception")
+LEFTOVERS_KILLED = LogEvent("leftovers_killed", "processes survivors")
+# pai-launch itself was paused (SIGSTOP, a frozen VM) and goes on:
+SUPERVISOR_RESUMED = LogEvent("supervisor_resumed", "paused_s phase last_write_s_ago")
+CONSOLE_LOST = LogEvent("console_lost", "stream error")
+STACK_DUMP = LogEvent("stack_dump", "pid stacks")
+METRICS_SERVING = LogEvent("metrics_serving", "url")
+METRICS_UNAVAILABLE = LogEvent("metrics_unavailable", "error")
 
 # --- signals ---------------------------------------------------------------------------------------
-SIGNAL_RECEIVED = "signal_received"
-SIGNAL_FORWARDED = "signal_forwarded"
-LATE_WORKERS_SIGNALLED = "late_workers_signalled"
+SIGNAL_RECEIVED = LogEvent("signal_received", "signal phase")
+SIGNAL_FORWARDED = LogEvent("signal_forwarded", "signal pids")
+LATE_WORKERS_SIGNALLED = LogEvent("late_workers_signalled", "signal pids")
 
 # --- the init run ----------------------------------------------------------------------------------
-INIT_STARTED = "init_started"
-INIT_EXITED = "init_exited"
-INIT_OUTPUT_TAIL = "init_output_tail"
+INIT_STARTED = LogEvent("init_started", "pid command")
+INIT_EXITED = LogEvent("init_exited", "exit duration_s stopped_by")
+INIT_OUTPUT_TAIL = LogEvent("init_output_tail", "tail", CAUSE)
 
 # --- the save folder -------------------------------------------------------------------------------
-SAVE_FOLDER_ADOPTED = "save_folder_adopted"
-ADOPTED_FOLDER_USED = "adopted_folder_used"
-ADOPTION_NOT_RECORDED = "adoption_not_recorded"
-SAVE_FOLDER_MOVED_ASIDE = "save_folder_moved_aside"
-SAVE_FOLDER_REMADE = "save_folder_remade"
-SAVE_FOLDER_FAILED = "save_folder_failed"
-SAVE_LOCK_SQUATTED = "save_lock_squatted"
-CHECKPOINT_QUARANTINED = "checkpoint_quarantined"
-RESUMING_FROM_SCRATCH = "resuming_from_scratch"
-LOG_DIR_FULL = "log_dir_full"
+SAVE_FOLDER_ADOPTED = LogEvent("save_folder_adopted", "save_folder instead_of recorded_in")
+ADOPTED_FOLDER_USED = LogEvent("adopted_folder_used", "save_folder instead_of recorded_in")
+ADOPTION_NOT_RECORDED = LogEvent("adoption_not_recorded", "error")
+SAVE_FOLDER_MOVED_ASIDE = LogEvent("save_folder_moved_aside", "save_folder moved_to")
+SAVE_FOLDER_REMADE = LogEvent("save_folder_remade", "save_folder reason")
+SAVE_FOLDER_FAILED = LogEvent("save_folder_failed", "reason")
+SAVE_LOCK_SQUATTED = LogEvent("save_lock_squatted", "socket holder holder_pid holder_uid holder_user")
+CHECKPOINT_QUARANTINED = LogEvent("checkpoint_quarantined", "file problem moved_to")
+RESUMING_FROM_SCRATCH = LogEvent("resuming_from_scratch", "reason")
+LOG_DIR_FULL = LogEvent("log_dir_full", "reason")
 
 # --- generations -----------------------------------------------------------------------------------
-GENERATION_STARTED = "generation_started"
-TRAINING_STARTED = "training_started"  # --data-parallel: one long generation
-TRAINING_REACHED = "training_reached"
-GENERATION_JOINED = "generation_joined"  # a node joined the job's generation instead of its own
-SWITCH_WRITTEN = "switch_written"
-COMPLETION_MARKER_SEEN = "completion_marker_seen"
-GENERATION_ENDED = "generation_ended"
-GENERATION_FAILED = "generation_failed"
-GENERATION_STOPPED = "generation_stopped"
-DENDRITES_ADDED = "dendrites_added"
-DENDRITES_REJECTED = "dendrites_rejected"
-WORKER_LOG_TAIL = "worker_log_tail"
-WORKERS_NOT_STARTED = "workers_not_started"
-RETRY_SCHEDULED = "retry_scheduled"
-STALL_DETECTED = "stall_detected"
+GENERATION_STARTED = LogEvent("generation_started", "generation nproc load_folder agent_pid agent_started_ahead")
+TRAINING_STARTED = LogEvent("training_started", "generation mode pid")  # --data-parallel: one long generation
+TRAINING_REACHED = LogEvent("training_reached", "generation after_s")
+# a node joined the job's generation instead of its own:
+GENERATION_JOINED = LogEvent("generation_joined", "generation instead_of failures")
+SWITCH_WRITTEN = LogEvent("switch_written", "generation switch file")
+COMPLETION_MARKER_SEEN = LogEvent("completion_marker_seen", "generation grace_s")
+GENERATION_ENDED = LogEvent("generation_ended", "exit", ENDED)
+GENERATION_FAILED = LogEvent("generation_failed", "error failed_ranks exit_codes reached_training", ENDED, WORKER,
+                             CAUSE)
+GENERATION_STOPPED = LogEvent("generation_stopped", "cause reason exit_codes", ENDED, WORKER, CAUSE)
+DENDRITES_ADDED = LogEvent("dendrites_added", "generation dendrites switch_files added")
+DENDRITES_REJECTED = LogEvent("dendrites_rejected", "generation dendrites switch_files taken_back")
+WORKER_LOG_TAIL = LogEvent("worker_log_tail", "rank node host tail log_line")
+WORKERS_NOT_STARTED = LogEvent("workers_not_started", "generation agent_pid reason")
+RETRY_SCHEDULED = LogEvent("retry_scheduled", "delay_s retry_in_s failures max_failures reason")
+STALL_DETECTED = LogEvent("stall_detected", "generation idle_s action")
 
 # --- the agent -------------------------------------------------------------------------------------
-AGENT_READY = "agent_ready"
-AGENT_EXITED = "agent_exited"
-AGENT_REPLACED = "agent_replaced"
-AGENT_HUNG = "agent_hung"
-FORKSERVER_RESTARTED = "forkserver_restarted"
-WARM_WORKERS_REFUSED = "warm_workers_refused"
+AGENT_READY = LogEvent("agent_ready", "agent_pid workers took_s torch python preloaded not_preloaded forkserver_pid "
+                                      "fell_back")
+AGENT_EXITED = LogEvent("agent_exited", AGENT_EXIT)
+AGENT_REPLACED = LogEvent("agent_replaced", "new_agent_pid", AGENT_EXIT)
+AGENT_HUNG = LogEvent("agent_hung", "generation agent_pid silent_s reason action")
+FORKSERVER_RESTARTED = LogEvent("forkserver_restarted", "agent_pid forkserver_pid reason")
+WARM_WORKERS_REFUSED = LogEvent("warm_workers_refused", "agent_pid workers reason")
 
 # --- the job (several nodes, Slurm) ----------------------------------------------------------------
-JOB_NODES = "job_nodes"
-JOB_SETUP_FAILED = "job_setup_failed"
-JOB_STOP_ANNOUNCED = "job_stop_announced"
-JOB_STOP_SEEN = "job_stop_seen"
-JOB_STORE_LOST = "job_store_lost"
-SLURM_JOB = "slurm_job"
-JOB_REQUEUED = "job_requeued"
-REQUEUE_FAILED = "requeue_failed"
+JOB_NODES = LogEvent("job_nodes", "nodes job_id serving_store")
+JOB_SETUP_FAILED = LogEvent("job_setup_failed", "error")
+JOB_STOP_ANNOUNCED = LogEvent("job_stop_announced", "reason told")
+JOB_STOP_SEEN = LogEvent("job_stop_seen", "reason")
+JOB_STORE_LOST = LogEvent("job_store_lost", "reason")
+SLURM_JOB = LogEvent("slurm_job", "job_id restart_count requeue_on")
+JOB_REQUEUED = LogEvent("job_requeued", "job_id")
+REQUEUE_FAILED = LogEvent("requeue_failed", "job_id error")
 
+#: Every event pai-launch logs, by name.
+EVENTS: Mapping[str, LogEvent] = {str(value): value for value in dict(globals()).values()
+                                  if isinstance(value, LogEvent)}
 #: Every event name pai-launch logs.
-ALL: frozenset[str] = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
+ALL: frozenset[str] = frozenset(EVENTS)
+
+
+def undeclared(record: Mapping[str, object]) -> list[str]:
+    """The problems of one logged record against the vocabulary: an unknown event, or fields it does not declare."""
+    name = record.get("event")
+    event = EVENTS.get(name) if isinstance(name, str) else None
+    if event is None:
+        return [f"unknown event {name!r}"]
+    return [f"{name}: field {key!r} is not declared" for key in sorted(set(record) - event.fields - COMMON)]
