@@ -56,7 +56,7 @@ def test_the_codes_each_error_carries():
     from pai_launch.core.spec import PreflightError
     from pai_launch.savefmt.record import StateError
     from pai_launch.supervise.observer import InternalError
-    from pai_launch.supervise.session import SaveFolderError
+    from pai_launch.supervise.savefolder import SaveFolderError
 
     assert (PreflightError.exit_code, StateError.exit_code) == (exitcodes.USAGE, exitcodes.USAGE)
     assert (SaveFolderError.exit_code, InternalError.exit_code) == (exitcodes.SAVE_FOLDER, exitcodes.INTERNAL_ERROR)

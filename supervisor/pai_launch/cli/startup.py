@@ -22,7 +22,8 @@ from pai_launch.wire.errors import LaunchError
 def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
     from pai_launch.supervise.coordination import open_job
     from pai_launch.supervise.runner import Runner
-    from pai_launch.supervise.session import SaveSession, move_aside
+    from pai_launch.supervise.savefolder import move_aside
+    from pai_launch.supervise.session import SaveSession
 
     log = logs.make_logger(spec.log_format)
     try:

@@ -1,93 +1,26 @@
 """Everything pai-launch does under the save folder: its record, lock and events file (written only once the init run
 has shown where the script saves), where the init run really wrote, adoption of that folder and its record beside the
-default one, checkpoint checks before a launch, progress after one, the folder's health, watching it, and --fresh's
-move aside. Files only; no processes.
+default one, checkpoint checks before a launch, progress after one, the folder's health and watching it (its faults
+in words, and --fresh's move aside, are savefolder.py's). Files only; no processes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch.savefmt import adoptions
-from pai_launch.savefmt import checkpoint
-from pai_launch.supervise import plan
-from pai_launch.savefmt import safeopen
-from pai_launch.savefmt import savedir
-from pai_launch.wire.errors import SAVE_FOLDER, LaunchError
-from pai_launch.savefmt import statedir
 from pai_launch.core.spec import LaunchSpec
-from pai_launch.savefmt.locks import SaveFolderLock
-from pai_launch.supervise.logs import EventsFile
 from pai_launch.core.state import Phase, State
+from pai_launch.savefmt import adoptions, checkpoint, safeopen, savedir, statedir
+from pai_launch.savefmt.locks import SaveFolderLock
 from pai_launch.savefmt.record import STATE_DIR, RecordStore, RunRecord, StateError, fingerprint, fingerprint_differences
+from pai_launch.supervise import plan
+from pai_launch.supervise.logs import EventsFile
+from pai_launch.supervise.savefolder import SaveFolderError, folder_error, folder_identity, removed_message
 from pai_launch.supervise.watcher import SaveFolderWatcher
-
-
-#: problem()'s `during` for the init run.
-INIT_RUN = "the init run"
-
-
-class SaveFolderError(LaunchError):
-    """pai-launch could not do what it must in the save folder (move a torn file aside, adopt a folder)."""
-
-    exit_code = SAVE_FOLDER
-
-
-def _identity(folder: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(folder)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def removed_message(folder: Path, during: str | None, remade: bool) -> str:
-    """What to say when the save folder went away (pure): what ran meanwhile, and what to do about it."""
-    text = f"the save folder {folder} was removed"
-    if during == INIT_RUN:
-        return (f"{text} while the init run was running: the script deletes its save folder on a fresh start; "
-                "start pai-launch with the folder absent, or make the script keep a folder that is there")
-    if during is not None:
-        return (f"{text} while {during} was running{' (a new folder of that name has taken its place)' if remade else ''}: "
-                "if the script deletes its save folder on a fresh start, let it do so only in the init run "
-                "(--perforate_model_parallel); start again with --fresh to train anew")
-    return text + (" (a new folder of that name has taken its place)" if remade else "")
-
-
-def folder_error(folder: Path, exc: OSError) -> str:
-    """Why the save folder cannot be used, with what to do: something that is not a file where pai-launch keeps one
-    (a directory, a pipe, a link) is named as what it is; anything else is a permission problem."""
-    wrong = exc if isinstance(exc, safeopen.WrongKind) else None
-    if wrong is None and exc.errno in (errno.EISDIR, errno.ELOOP, errno.ENXIO) and exc.filename:
-        wrong = safeopen.wrong_kind(exc.filename)
-    if wrong is not None:
-        return f"cannot use the save folder {folder}: {wrong}"
-    return f"cannot use the save folder {folder}: {exc.strerror or exc}: check its permissions"
-
-
-def move_aside(folder: Path) -> Path:
-    """--fresh: rename `folder` to `folder.<timestamp>` (never delete), unless a live pai-launch holds it.
-
-    The folder's lock is held (never written) across the rename; StateError names the holder.
-    """
-    guard = SaveFolderLock(folder)
-    guard.acquire(write=False)
-    try:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = folder.with_name(f"{folder.name}.{stamp}")
-        counter = 1
-        while target.exists():
-            counter += 1
-            target = folder.with_name(f"{folder.name}.{stamp}.{counter}")
-        folder.rename(target)
-    finally:
-        guard.release()
-    return target
 
 
 class SaveSession:
@@ -114,7 +47,7 @@ class SaveSession:
         self.node = spec.nodes.node_rank
         self.lock = SaveFolderLock(self.save_dir, self.node)
         self.events: EventsFile | None = None
-        self._identity: tuple[int, int] | None = None
+        self.folder_identity: tuple[int, int] | None = None
         self._written: RunRecord | None = None
         self._last_exit = self.previous.last_exit if self.previous else None
         self._init_started = 0.0
@@ -158,7 +91,7 @@ class SaveSession:
             if defer:
                 self.events = EventsFile(None)
                 return
-            self._identity = _identity(self.save_dir)
+            self.folder_identity = folder_identity(self.save_dir)
             self.events = EventsFile(self.events_path())
         except OSError as exc:
             self.lock.release()
@@ -168,13 +101,13 @@ class SaveSession:
         """Make our files (lock, events so far) in the folder the script made, once the init run is over; `again`: also
         in a folder that took the place of ours (the init run removed and wrote it, or the run ends in it). No-op when
         taken; the problem when it cannot be done, `during` naming what ran meanwhile."""
-        if self._identity is not None and not (again and self.replaced()):
+        if self.folder_identity is not None and not (again and self.replaced()):
             return None  # taken; a removal is problem()'s to report
         if not self.save_dir.is_dir():  # never made by us: a folder the script does not write stays absent
             return removed_message(self.save_dir, during, remade=False)
         try:
             self.lock.write()
-            self._identity = _identity(self.save_dir)
+            self.folder_identity = folder_identity(self.save_dir)
             self._written = None
             if self.events is not None:
                 self.events.place(self.events_path())
@@ -189,7 +122,7 @@ class SaveSession:
         """Write state.json when what it records of `state` changed; the problem when it cannot be written."""
         if self.node != 0:
             return None  # only node 0 writes the job's record
-        if (self._identity is None or self.replaced()) and not (state.phase is Phase.DONE and self._ends_here()):
+        if (self.folder_identity is None or self.replaced()) and not (state.phase is Phase.DONE and self._ends_here()):
             return None  # not taken yet (an init run runs), or our folder was removed
         if state.phase is Phase.DONE:
             self._last_exit = {"code": state.exit_code, "reason": state.reason}
@@ -221,7 +154,7 @@ class SaveSession:
     def replaced(self) -> bool:
         """The folder we took is gone, even if a new folder of that name took its place (PerforatedAI's next
         save re-creates a removed save folder within moments)."""
-        return self._identity is not None and _identity(self.save_dir) != self._identity
+        return self.folder_identity is not None and folder_identity(self.save_dir) != self.folder_identity
 
     def problem(self, during: str | None = None) -> str | None:
         """Why the folder cannot take the next write; `during`: what ran meanwhile ("the init run", "generation 2"),
@@ -247,7 +180,7 @@ class SaveSession:
     def adopt(self, name: str) -> None:
         """Move our lock and events into `name`, the folder the script really uses, and drop what we made for them in
         the other (when we had taken it). StateError: another pai-launch holds `name`; SaveFolderError: no access."""
-        old_dir, old_store, old_lock, had = self.save_dir, self.store, self.lock, self._identity is not None
+        old_dir, old_store, old_lock, had = self.save_dir, self.store, self.lock, self.folder_identity is not None
         new_dir = self.spec.workdir / name
         lock = SaveFolderLock(new_dir)
         try:
@@ -255,7 +188,7 @@ class SaveSession:
         except OSError as exc:
             raise SaveFolderError(f"cannot take the folder {new_dir} the script saves to: {exc.strerror or exc}") from exc
         self.save_name, self.store, self.lock = name, RecordStore(new_dir), lock
-        self._identity = _identity(new_dir)
+        self.folder_identity = folder_identity(new_dir)
         self._written = None
         if self.events is not None:
             try:

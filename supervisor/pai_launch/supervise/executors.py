@@ -1,0 +1,166 @@
+"""What each action of the state machine does to the world: start the init run or a generation, adopt a folder,
+signal, kill, schedule a retry, announce a job's stop, report a stall. One method per action (execute_<Action>),
+found through runner.EXECUTORS, which is checked when the runner is imported; the loop that calls them is runner's.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+from pai_launch.core.events import (
+    AdoptionRefused, GenerationEnded, GenerationRefused, Role, SaveFolderAdopted, SaveFolderLost,
+)
+from pai_launch.savefmt import adoptions, savedir
+from pai_launch.savefmt.record import StateError
+from pai_launch.supervise import logspace, plan
+from pai_launch.supervise.savefolder import INIT_RUN, SaveFolderError
+from pai_launch.wire import crossnode, log_events
+from pai_launch.wire.protocol import StopJob
+
+
+class ActionExecutors:
+    """The Runner's executors, kept apart from its loop; they use the runner's spec, session, process table, log,
+    inbox and state."""
+
+    def requeue_job(self) -> None:
+        """--requeue-on: every process of the run is stopped; have Slurm run the job again (it resumes from here)."""
+        job = self.spec.slurm_job_id or ""
+        try:
+            done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=str(exc), hint="requeue the job by hand: scontrol requeue JOBID")
+            return
+        if done.returncode == 0:
+            self.log.warning(log_events.JOB_REQUEUED, job_id=job, hint="Slurm runs the job again; it resumes from the save folder")
+        else:
+            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=(done.stderr or done.stdout).strip(),
+                           hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
+
+    def execute_StartInit(self, action) -> None:
+        command = plan.init_command(self.spec, self.session.run_id, self.visible)
+        self.session.init_starting()
+        self.after_init = True
+        pid = self.table.start_plain(Role.INIT, command)
+        self.log.info(log_events.INIT_STARTED, pid=pid, command=" ".join(command.argv[1:]))
+
+    def execute_AdoptSaveFolder(self, action) -> None:
+        now = time.monotonic()
+        try:
+            self.session.adopt(action.name)
+        except StateError as exc:
+            self.inbox.put(AdoptionRefused(f"the script saves to {action.name}, but {exc}", now))
+        except SaveFolderError as exc:
+            self.inbox.put(SaveFolderLost(str(exc), now))
+        else:
+            self.log.warning(log_events.SAVE_FOLDER_ADOPTED, save_folder=action.name, instead_of=self.spec.save_name,
+                             recorded_in=str(adoptions.record_path(self.spec.workdir)),
+                             hint=f"the script saves to {action.name}; the same command resumes there (or pass "
+                                  f"--save-name {action.name} to say so)")
+            problem = self.session.remember_adoption()
+            if problem:
+                self.log.warning(log_events.ADOPTION_NOT_RECORDED, error=problem,
+                                 hint=f"start this run again with --save-name {action.name} to resume it")
+            self.inbox.put(SaveFolderAdopted(action.name, now))
+
+    def execute_StartGeneration(self, action) -> None:
+        during, self.after_init = (INIT_RUN if self.after_init else None), False
+        # One node's files can be made again in a folder its init run removed and wrote; a job's other nodes had theirs
+        # in the removed one too, so a job stops and says why.
+        again = during is not None and not self.spec.nodes.multi
+        remade = again and self.session.replaced()
+        problem = self.session.take(again=again, during=during) or self.session.problem(during)
+        if remade and not problem:
+            self.log.warning(log_events.SAVE_FOLDER_REMADE, save_folder=str(self.session.save_dir),
+                             reason="the init run removed the save folder and wrote it again",
+                             hint="pai-launch's own files are made again in the new folder")
+        had_switches = savedir.has_switches(self.session.save_dir)
+        try:
+            if action.quarantine is not None and not problem:
+                self.session.set_aside(action.quarantine, f"every rank failed to load it in generation "
+                                                          f"{action.generation - 1}", self.quarantined)
+            load_folder = None if problem else self.session.resume_folder(self.quarantined)
+        except SaveFolderError as exc:
+            problem = str(exc)
+        if problem:  # nothing is started: the machine hears why
+            self.inbox.put(GenerationRefused(problem, time.monotonic()))
+            return
+        output_problem = None if self.spec.data_parallel else self.log_disk_problem()
+        if output_problem:  # the workers' output would be lost, and with it any failure's log tail
+            self.inbox.put(GenerationRefused(output_problem, time.monotonic(), log_dir=True))
+            return
+        if load_folder is None and had_switches:
+            self.log.warning(log_events.RESUMING_FROM_SCRATCH, reason="no valid switch_*.pt left; starting after the init run")
+        self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the writes
+        if self.spec.data_parallel:
+            pid = self.table.start_plain(Role.DATA_PARALLEL, plan.data_parallel_command(self.spec, self.session.run_id,
+                                                                                       action.generation))
+            self.log.info(log_events.TRAINING_STARTED, mode="data_parallel", pid=pid, generation=action.generation)
+            return
+        self.session.generation_starting()
+        request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
+                                          self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
+                                          failures=self.state.failures)
+        pid, had = self.table.start_agent(request)
+        self.log.info(log_events.GENERATION_STARTED, generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
+                      agent_pid=pid, agent_started_ahead=had)
+
+    def log_disk_problem(self) -> str | None:
+        return logspace.problem(self.table.log_root, given=self.spec.log_dir is not None)
+
+    def quarantined(self, name: str, problem: str, moved) -> None:
+        self.log.warning(log_events.CHECKPOINT_QUARANTINED, file=name, problem=problem, moved_to=str(moved))
+
+    def execute_PrepareAgent(self, action) -> None:
+        self.table.prepare_agent()
+
+    def execute_ReplaceAgent(self, action) -> None:
+        new_pid = self.table.replace_agent(action.generation)
+        if new_pid is not None:
+            self.log.warning(log_events.AGENT_REPLACED, **self.observer.last_agent_exit, new_agent_pid=new_pid)
+
+    def execute_SignalRun(self, action) -> None:
+        targets = self.table.signal_run(action.signum, only_new=action.only_new)
+        if not action.only_new:
+            self.log.info(log_events.SIGNAL_FORWARDED, signal=signal.Signals(action.signum).name, pids=targets)
+        elif targets:
+            self.log.info(log_events.LATE_WORKERS_SIGNALLED, signal=signal.Signals(action.signum).name, pids=targets)
+
+    def execute_KillRun(self, action) -> None:
+        self.log.warning(log_events.RUN_KILLED, processes=self.table.kill_all())
+
+    def execute_ScheduleRetry(self, action) -> None:
+        # The backoff counts from the failure's discovery; retry_in_s is what is left of it as this line is written.
+        left = max(0.0, (self.state.current.retry_at or 0.0) - time.monotonic())
+        self.log.warning(log_events.RETRY_SCHEDULED, delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
+                         max_failures=self.spec.max_failures, reason=action.reason)
+
+    def execute_AnnounceStop(self, action) -> None:
+        nodes = self.spec.nodes
+        stop = StopJob(action.signum, action.reason, nodes.host, nodes.port, nodes.secret)
+        if self.store_host is not None:
+            self.store_host.put(crossnode.STOP, crossnode.StopFlag(action.signum, action.reason))
+            self.table.stop_job(stop)  # this node's agent, too, reports the generation as stopped, not failed
+            told = True
+        else:
+            told = self.table.stop_job(stop)
+        log = self.log.info if told else self.log.warning
+        log(log_events.JOB_STOP_ANNOUNCED, reason=action.reason, told=told,
+            **({} if told else {"hint": "no agent to reach node 0's store: the other nodes notice this node is gone"}))
+
+    def execute_RecheckProgress(self, action) -> None:
+        self.inbox.put(GenerationEnded(complete=self.session.complete(), progressed=self.session.progress(),
+                                       now=time.monotonic(), recheck=True))
+
+    def execute_ReportAgentHung(self, action) -> None:
+        kill_in = self.state.current.stop.deadline - time.monotonic()
+        self.log.error(log_events.AGENT_HUNG, generation=self.state.generation, agent_pid=self.table.agent_pid,
+                       silent_s=round(action.silent, 1), reason=self.state.reason,
+                       action=f"stopping its workers, then killing it in {kill_in:.0f} s; the generation is retried "
+                              "with a new agent")
+
+    def execute_ReportStall(self, action) -> None:
+        self.log.error(log_events.STALL_DETECTED, generation=self.state.generation, idle_s=round(action.idle, 1),
+                       action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
+
