@@ -18,8 +18,15 @@ SNAKE = re.compile(r"^[a-z]+(_[a-z]+)+$")
 
 
 def _log_calls(tree: ast.AST):
-    """(line, first argument) of each call that logs an event: log.<level>(NAME, ...) or log(NAME, ...)."""
+    """(line, first argument) of each call that logs an event: log.<level>(NAME, ...) or log(NAME, ...), and of each
+    (NAME, {fields}) pair made to be logged later (the warnings a run starts with)."""
     for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[1], ast.Dict):
+            yield node.lineno, node.elts[0]
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id.endswith("notes") and node.args
+                and isinstance(node.args[0], ast.Tuple) and node.args[0].elts):
+            yield node.lineno, node.args[0].elts[0]
         if isinstance(node, ast.Call) and node.args:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None

@@ -46,7 +46,7 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
         spec, notes = check_script(spec)
         crowded = None if spec.data_parallel else capacity.cores_warning(spec.nproc, capacity.usable_cores())
         if crowded:
-            notes.append(("nproc_above_cores", crowded))
+            notes.append((log_events.NPROC_ABOVE_CORES, crowded))
         session = SaveSession(spec, env)
         if spec.dry_run:
             for event, fields in notes:
@@ -80,14 +80,14 @@ def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]
         report = diagnose.check_script(script, expected_save_name=spec.save_name)
     except Exception as exc:  # noqa: BLE001 - whatever goes wrong in the checker, the run still starts
         if type(exc).__name__ == "DoctorError":  # the script cannot be read or parsed
-            return None, [("script_check_failed", {"error": str(exc), "hint": "the script will likely fail to start"})]
-        return None, [("script_check_failed", {"error": f"{type(exc).__name__}: {exc}", "hint": "a bug in the check; "
+            return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc), "hint": "the script will likely fail to start"})]
+        return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": f"{type(exc).__name__}: {exc}", "hint": "a bug in the check; "
                                                "skip it with --no-doctor"})]
     errors = [f for f in report.findings if f.severity == "error"]
-    notes = [("script_problem", {"id": f.id, "path": f.path, "line": f.line, "problem": f.message, "fix": f.fix})
+    notes = [(log_events.SCRIPT_PROBLEM, {"id": f.id, "path": f.path, "line": f.line, "problem": f.message, "fix": f.fix})
              for f in errors]
     if errors:
-        notes.append(("script_check", {
+        notes.append((log_events.SCRIPT_CHECK, {
             "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),
             "hint": f"details: pai-launch doctor {plan.script_arg(spec)}; starting anyway (--no-doctor skips the check)"}))
     return report.resume_stage, notes

@@ -48,6 +48,12 @@ STACK_DUMP = LogEvent("stack_dump", "pid stacks")
 METRICS_SERVING = LogEvent("metrics_serving", "url")
 METRICS_UNAVAILABLE = LogEvent("metrics_unavailable", "error")
 
+# --- before the run: the script and the machine, as warnings ------------------------------------------
+SCRIPT_PROBLEM = LogEvent("script_problem", "id path line problem fix")  # one of doctor's errors
+SCRIPT_CHECK = LogEvent("script_check", "script errors warnings")
+SCRIPT_CHECK_FAILED = LogEvent("script_check_failed", "error")
+NPROC_ABOVE_CORES = LogEvent("nproc_above_cores", "nproc cores")
+
 # --- signals ---------------------------------------------------------------------------------------
 SIGNAL_RECEIVED = LogEvent("signal_received", "signal phase")
 SIGNAL_FORWARDED = LogEvent("signal_forwarded", "signal pids")
