@@ -5,13 +5,14 @@
 # systemd (systemd-analyze lints the shipped unit), podman, runc, catatonit and debootstrap (tests/container builds
 # the Dockerfile and runs the image), slurmctld, slurmd, slurm-client and munge (tests/slurm runs a real Slurm
 # cluster on loopback), iproute2 (`ip netns`: two hosts for the multi-node tests), util-linux (`unshare`: PID 1 and
-# PID-namespace tests). PAI_LAUNCH_SYSTEM_TOOLS=skip leaves the system alone.
+# PID-namespace tests), prometheus (promtool checks the shipped alert rules). PAI_LAUNCH_SYSTEM_TOOLS=skip leaves the
+# system alone.
 
 pai_system_tools() {
     local needed=() tool_package
     command -v systemd-analyze >/dev/null 2>&1 || needed+=(systemd)
     for tool_package in podman:podman runc:runc debootstrap:debootstrap slurmctld:slurmctld slurmd:slurmd \
-            sinfo:slurm-client munged:munge ip:iproute2 unshare:util-linux; do
+            sinfo:slurm-client munged:munge ip:iproute2 unshare:util-linux promtool:prometheus; do
         PATH="$PATH:/usr/sbin:/sbin" command -v "${tool_package%%:*}" >/dev/null 2>&1 || needed+=("${tool_package#*:}")
     done
     [ -e /usr/libexec/podman/catatonit ] || command -v catatonit >/dev/null 2>&1 || needed+=(catatonit)

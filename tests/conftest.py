@@ -17,8 +17,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import (become_subreaper, describe, is_live, kill_processes, processes_mentioning, reap_zombie_children,
-                           wait_until_empty)
+from tests.helpers import (
+    become_subreaper,
+    describe,
+    is_live,
+    kill_processes,
+    processes_mentioning,
+    reap_zombie_children,
+    wait_until_empty,
+)
 
 #: How long processes a test started may take to vanish after it (pai-launch's own sweep takes up to 2 s).
 ORPHAN_WAIT_S = 3.0

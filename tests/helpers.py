@@ -225,6 +225,12 @@ class Launch:
     def event_names(self) -> list[str]:
         return [event["event"] for event in self.events()]
 
+    def error_line(self) -> str:
+        """The one line a refused start prints (fails when stderr holds anything else)."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("pai-launch: error: "), self.stderr
+        return lines[0]
+
     def log_summary(self) -> str:
         return "\n".join(json.dumps(event) for event in self.events())[-6000:] or self.stderr[-6000:]
 

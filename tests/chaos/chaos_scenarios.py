@@ -41,10 +41,30 @@ from pathlib import Path
 
 import psutil
 
-from pai_launch.savefmt.locks import PathLock
-from tests.helpers import (FAKE_TRAINER, REPO, Launch, events_file, as_user, describe, end_squat, is_live, kill_processes, launch_env,
-                           local_user, local_user_unavailable, processes_mentioning, read_ready_dir, read_signal_log,
-                           reap_zombie_children, squat_socket, start_pai_launch, tree_state, wait_until, wait_until_empty)
+from pai_launch.savefmt.pathlock import PathLock
+from tests.helpers import (
+    FAKE_TRAINER,
+    REPO,
+    Launch,
+    as_user,
+    describe,
+    end_squat,
+    events_file,
+    is_live,
+    kill_processes,
+    launch_env,
+    local_user,
+    local_user_unavailable,
+    processes_mentioning,
+    read_ready_dir,
+    read_signal_log,
+    reap_zombie_children,
+    squat_socket,
+    start_pai_launch,
+    tree_state,
+    wait_until,
+    wait_until_empty,
+)
 
 CHAOS = Path(__file__).resolve().parent
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"

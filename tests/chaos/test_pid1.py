@@ -17,8 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.chaos_scenarios import (FAKE, GONE_WITHIN_S, NPROC, ORPHANING_TRAINER, EXAMPLE, PidOneLaunch, Run, events,
-                                         finished, pid_namespace, processes_in_namespace, sigterm_caught)
+from tests.chaos.chaos_scenarios import (
+    EXAMPLE,
+    FAKE,
+    GONE_WITHIN_S,
+    NPROC,
+    ORPHANING_TRAINER,
+    PidOneLaunch,
+    Run,
+    events,
+    finished,
+    pid_namespace,
+    processes_in_namespace,
+    sigterm_caught,
+)
 from tests.helpers import describe, wait_until, wait_until_empty
 
 pytestmark = [

@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import FAKE_TRAINER, Launch, launch_env, read_ready_dir, read_signal_log, start_pai_launch, wait_until
+from tests.helpers import (
+    FAKE_TRAINER,
+    Launch,
+    launch_env,
+    read_ready_dir,
+    read_signal_log,
+    start_pai_launch,
+    wait_until,
+)
 
 #: Generous for one generation on a loaded 2-core machine (usually 1-2 s).
 GENERATION_TIMEOUT = 45

@@ -18,10 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from pai_launch.savefmt.folderlock import flock_holders
+from pai_launch.savefmt.pathlock import PathLock
 from pai_launch.status import gather as run_status
-from pai_launch.savefmt.locks import PathLock, flock_holders
-from tests.helpers import (LOCAL_USER, as_user, end_squat, local_user, local_user_unavailable, squat_socket, tree_state,
-                           wait_until)
+from tests.helpers import (
+    LOCAL_USER,
+    as_user,
+    end_squat,
+    local_user,
+    local_user_unavailable,
+    squat_socket,
+    tree_state,
+    wait_until,
+)
 from tests.proc.launch_files import make_resumable, state_dir
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
@@ -50,12 +59,6 @@ def shared_scene(make_scene):
 
 def run_as(ids: tuple[int, int], *argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([*as_user(ids), *argv], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-
-
-def one_error_line(launch) -> str:
-    lines = launch.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("pai-launch: error: "), launch.stderr
-    return lines[0]
 
 
 @pytest.fixture
@@ -92,7 +95,7 @@ def test_another_users_socket_on_the_lock_name_neither_blocks_the_run_nor_lets_a
 
     second, rc = scene.run("--nproc", "2", script_args=[*HOLD, "--hold-until", str(scene.hold_file)], timeout=30)
     assert rc == 2, second.stderr
-    assert f"another pai-launch (PID {first.pid})" in one_error_line(second)
+    assert f"another pai-launch (PID {first.pid})" in second.error_line()
 
     scene.hold_file.touch()
     assert first.wait(60) == 0, first.log_summary()
@@ -140,7 +143,7 @@ def test_a_link_another_user_planted_at_the_lock_file_is_refused_and_its_target_
     launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
 
     assert rc == 2, launch.stderr
-    assert "lock.node0 is a symbolic link" in one_error_line(launch)
+    assert "lock.node0 is a symbolic link" in launch.error_line()
     assert tree_state(scene.root / "root-only") == before
     assert os.listdir(state_dir(save)) == ["lock.node0"], "nothing else was made"
     assert scene.records() == [], "nothing was started"
@@ -159,7 +162,7 @@ def test_a_state_folder_another_user_made_is_refused_in_one_line(shared_scene, i
     launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
 
     assert rc == 2, launch.stderr
-    line = one_error_line(launch)
+    line = launch.error_line()
     assert ".pai-launch belongs to" in line and LOCAL_USER in line and f"uid {intruder[0]}" in line, line
     assert tree_state(save) == before and tree_state(target.parent) == secret
     assert scene.records() == []
@@ -177,7 +180,7 @@ def test_a_state_folder_that_is_a_link_is_refused_and_nothing_lands_where_it_poi
     launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
 
     assert rc == 2, launch.stderr
-    assert ".pai-launch is a symbolic link" in one_error_line(launch)
+    assert ".pai-launch is a symbolic link" in launch.error_line()
     assert os.listdir(hidden) == [] and os.listdir(save) == [".pai-launch"]
     assert scene.records() == []
 
@@ -193,7 +196,7 @@ def test_a_lock_file_of_another_user_is_refused_in_one_line(shared_scene, intrud
     launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
 
     assert rc == 2, launch.stderr
-    line = one_error_line(launch)
+    line = launch.error_line()
     assert "lock.node0 belongs to" in line and LOCAL_USER in line, line
     assert lock.stat().st_size == 0 and lock.stat().st_uid == intruder[0]
     assert scene.records() == []
@@ -220,7 +223,7 @@ def test_an_old_world_readable_lock_file_flocked_by_another_user_names_the_real_
         launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"], timeout=30)
 
         assert rc == 2, launch.stderr
-        line = one_error_line(launch)
+        line = launch.error_line()
         assert f"another process (PID {holder.pid}) holds the lock file" in line, line
         assert f"another pai-launch (PID {dead.pid})" not in line
         assert scene.records() == []

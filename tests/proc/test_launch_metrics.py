@@ -1,15 +1,20 @@
 """--metrics-port: a live run serves Prometheus metrics over HTTP, scraped while its third generation runs after a
-failure, a retry and a switch file (each restart's gap ends when its workers train); a taken port is refused before anything starts."""
+failure, a retry and a switch file (each restart's gap ends when its workers train), and answers /healthz and /livez
+beside them (503 while it is failing); a taken port is refused before anything starts."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
+import urllib.error
 import urllib.request
+from importlib import metadata
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import pai_launch
 from tests.proc.launch_files import wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
@@ -20,6 +25,14 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
         text = response.read().decode()
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def probe(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
 
 
 def test_a_live_run_serves_its_metrics_on_localhost(scene):
@@ -42,6 +55,14 @@ def test_a_live_run_serves_its_metrics_on_localhost(scene):
     assert samples[("pai_launch_training_complete", ())] == 0
     assert samples[("pai_launch_last_worker_exit_code", (("rank", "0"),))] == 0
     assert samples[("pai_launch_last_worker_exit_code", (("rank", "1"),))] == 0
+    assert samples[("pai_launch_healthy", ())] == 1 and samples[("pai_launch_max_failures", ())] == 3
+    started = samples[("pai_launch_start_time_seconds", ())]
+    assert started <= samples[("pai_launch_last_progress_timestamp_seconds", ())]  # the workers wrote since
+    [build] = [dict(labels) for (name, labels) in samples if name == "pai_launch_build_info"]
+    assert build["torch"] == metadata.version("torch") and build["version"] == pai_launch.__version__
+    health = wait_event(launch, "metrics_serving", 1)["health"]
+    assert probe(health) == (200, {"healthy": True, "reason": "running", "consecutive_failures": 0, "exit_code": None})
+    assert probe(health.replace("/healthz", "/livez"))[0] == 200
 
     launch.send(signal.SIGTERM)
     assert launch.wait(60) == 143
@@ -57,3 +78,20 @@ def test_a_metrics_port_in_use_is_refused_before_anything_starts(scene):
     assert rc == 2
     assert f"--metrics-port {port} on 127.0.0.1" in launch.stderr and "choose another port" in launch.stderr
     assert scene.records() == [] and not (scene.work / "PAI").exists()
+
+
+def test_a_failing_run_answers_503_on_healthz_but_stays_alive_on_livez(scene):
+    """Between a failed generation and its retry (a long backoff here) the run is failing, not dead: a readiness
+    probe or an alert reads 503, a liveness probe 200, and the metrics say the same."""
+    script = ["--fail-rank", "1", "--fail-generation", "1", "--generations", "2"]
+    launch = scene.start("--nproc", "2", "--backoff", "60", "--metrics-port", "0", script_args=script)
+    health = wait_event(launch, "metrics_serving", 30)["health"]
+    wait_event(launch, "retry_scheduled", 60)
+
+    status, body = probe(health)
+    assert status == 503 and body["consecutive_failures"] == 1 and "in a row without progress" in body["reason"]
+    assert probe(health.replace("/healthz", "/livez"))[0] == 200
+    assert scrape(health.replace("/healthz", "/metrics"))[("pai_launch_healthy", ())] == 0
+
+    launch.send(signal.SIGTERM)
+    assert launch.wait(60) == 143

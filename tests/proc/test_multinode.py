@@ -128,19 +128,13 @@ def test_a_bad_multi_node_option_is_one_line_exit_2_and_nothing_started(scene, c
     assert scene.work_listing() == [] and scene.records() == []
 
 
-def _one_error_line(launch) -> str:
-    lines = [line for line in launch.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("pai-launch: error:"), launch.stderr
-    return lines[0]
-
-
 @pytest.mark.timeout(40)
 def test_a_node_that_cannot_reach_node_0_within_the_timeout_says_so_and_starts_nothing(scene):
     launch = start_node(scene, 1, free_port(), "--nproc", "1", "--rdzv-timeout", "3")
     rc = launch.wait(30)
 
     assert rc == 2
-    line = _one_error_line(launch)
+    line = launch.error_line()
     assert "cannot reach the job's store" in line and "within 3 s" in line and "--rdzv-endpoint" in line
     assert scene.work_listing() == [] and scene.records() == []
 
@@ -153,7 +147,7 @@ def test_a_node_started_with_other_script_arguments_is_refused_by_the_fingerprin
     rc = node1.wait(45)
 
     assert rc == 2
-    line = _one_error_line(node1)
+    line = node1.error_line()
     assert "differs from node 0's" in line and "script_args" in line
     assert not (scene.work / "PAI" / ".pai-launch" / "lock.node1").exists(), "the refused node took nothing"
     node0.send(15)
@@ -172,7 +166,7 @@ def test_node_0_whose_port_is_taken_says_so_and_starts_nothing(scene):
         rc = launch.wait(45)
 
     assert rc == 2
-    line = _one_error_line(launch)
+    line = launch.error_line()
     assert f"port {port}" in line and "choose a free port" in line
     assert scene.records() == []
 
@@ -190,7 +184,7 @@ def test_a_node_whose_save_folder_is_not_node_0s_is_refused(scene, tmp_path):
     rc = node1.wait(45)
 
     assert rc == 2
-    line = _one_error_line(node1)
+    line = node1.error_line()
     assert "file system every node shares" in line
     node0.send(15)
     assert node0.wait(45) == 143

@@ -14,12 +14,6 @@ STEP = {"SLURM_JOB_ID": "77", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "gpu[01
         "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2", "SLURM_GPUS_ON_NODE": "2"}
 
 
-def _one_error_line(launch) -> str:
-    lines = [line for line in launch.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("pai-launch: error:"), launch.stderr
-    return lines[0]
-
-
 def test_dry_run_shows_what_was_taken_from_slurm(scene):
     launch, rc = scene.run("--dry-run", env=STEP)
 
@@ -67,7 +61,7 @@ def test_a_slurm_environment_or_option_that_cannot_work_is_one_line_exit_2(scene
     launch, rc = scene.run(*pai_args, env=env, timeout=30)
 
     assert rc == 2, launch.stderr
-    assert mention in _one_error_line(launch)
+    assert mention in launch.error_line()
     assert scene.work_listing() == [] and scene.records() == []
 
 
@@ -78,6 +72,6 @@ def test_requeue_on_without_scontrol_on_node_0_says_what_to_install(scene, tmp_p
     launch, rc = scene.run("--requeue-on", "USR1", env={**STEP, "SLURM_NODEID": "0", "PATH": f"{bin_dir}{os.pathsep}{path}"})
 
     assert rc == 2, launch.stderr
-    line = _one_error_line(launch)
+    line = launch.error_line()
     assert "scontrol" in line and "slurm-client" in line
     assert scene.work_listing() == []

@@ -74,7 +74,7 @@ def test_help_lists_the_tools(tmp_path):
     done = tool("--help", cwd=tmp_path)
     assert done.returncode == 0
     text = " ".join(done.stdout.split())  # however the help is wrapped
-    assert "pai-launch doctor SCRIPT" in text and "pai-launch status [SAVE]" in text
+    assert "pai-launch doctor SCRIPT" in text and "pai-launch status [SAVE]" in text and "pai-launch env [--json]" in text
 
 
 def test_status_watch_stops_at_once_on_ctrl_c_and_shows_the_live_run(scene):

@@ -36,6 +36,17 @@ def _comparable(report: dict) -> dict:
     return report
 
 
+def alike_reports(cold_folder: Path, warm_folder: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Both runs' reports (two generations of two ranks), each worker's warm one equal to its cold one."""
+    cold, warm = _reports(cold_folder), _reports(warm_folder)
+    assert sorted(cold) == sorted(warm) == ["0-0", "1-0", "1-1", "2-0", "2-1"]
+    for key in ("1-0", "1-1", "2-0", "2-1"):
+        c, w = _comparable(cold[key]), _comparable(warm[key])
+        for field in c:
+            assert w[field] == c[field], (key, field, c[field], w[field])
+    return cold, warm
+
+
 def test_warm_workers_see_the_same_interpreter_as_cold_ones(scene):
     launches = {}
     for mode in ("cold", "warm"):  # the same command line both times: the reports go to out/, then are moved
@@ -46,12 +57,7 @@ def test_warm_workers_see_the_same_interpreter_as_cold_ones(scene):
     ready = {mode: launch.event("agent_ready") for mode, launch in launches.items()}
     assert ready["cold"]["workers"] == "cold" and ready["warm"]["workers"] == "warm", ready
     assert "torch" in ready["warm"]["preloaded"].split(",")
-    cold, warm = _reports(scene.io / "cold"), _reports(scene.io / "warm")
-    assert sorted(cold) == sorted(warm) == ["0-0", "1-0", "1-1", "2-0", "2-1"]
-    for key in ("1-0", "1-1", "2-0", "2-1"):
-        c, w = _comparable(cold[key]), _comparable(warm[key])
-        for field in c:
-            assert w[field] == c[field], (key, field, c[field], w[field])
+    cold, warm = alike_reports(scene.io / "cold", scene.io / "warm")
     # The things that make this comparison worth having: per-generation values did change between generations.
     assert warm["2-0"]["env"]["PAI_LAUNCH_GENERATION"] == "2" and warm["2-0"]["argv"][-2:] == ["--pai_load_folder", "PAI"]
     assert warm["1-1"]["env"]["RANK"] == "1" and warm["1-0"]["own_session"] and warm["1-0"]["name"] == "__main__"

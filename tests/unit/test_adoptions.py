@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.savefmt import adoptions
-from pai_launch.status import gather
 from pai_launch.core.spec import LaunchSpec
+from pai_launch.savefmt import adoptions
 from pai_launch.savefmt.record import StateError
+from pai_launch.status import gather
 from tests.helpers import FAKE_TRAINER
 
 
@@ -68,7 +68,7 @@ def test_resolve_uses_the_adopted_folder_unless_save_name_was_given(tmp_path):
 
     resolved, adopted = adoptions.resolve(spec)
     assert (resolved.save_name, resolved.save_dir, adopted.save_name) == ("out/a", tmp_path / "out" / "a", "out/a")
-    given = dataclasses.replace(spec, save_name_given=True)
+    given = dataclasses.replace(spec, adopt_save_folder=False)
     assert adoptions.resolve(given) == (given, None)
 
 

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from pai_launch.agent import main as agent
 from pai_launch.agent import generation as agent_generation
+from pai_launch.agent import main as agent
 from pai_launch.agent.control import AgentControl
 from pai_launch.wire import codec
 from pai_launch.wire.protocol import REPORTS, Cancel, GenerationRequest, GenerationResult, Ping, Pong

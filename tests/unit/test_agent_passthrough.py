@@ -1,4 +1,4 @@
-"""The agent's output pass-through (children._relay, used on a terminal with the live status line) holds a bounded
+"""The agent's output pass-through (passthrough.relay, used on a terminal with the live status line) holds a bounded
 piece of a line at a time, however long the line a worker printed without a newline."""
 
 from __future__ import annotations
@@ -8,21 +8,21 @@ import threading
 
 import pytest
 
-from pai_launch.supervise import children
+from pai_launch.supervise import passthrough
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def test_a_line_longer_than_the_limit_goes_out_in_bounded_pieces_and_whole():
     read, write = os.pipe()
-    text = b"x" * (3 * children._LINE_LIMIT + 5) + b"\nlast\n"
+    text = b"x" * (3 * passthrough.LINE_LIMIT + 5) + b"\nlast\n"
     writer = threading.Thread(target=lambda: (_write_all(write, text), os.close(write)))
     writer.start()
     pieces: list[bytes] = []
-    children._relay(os.fdopen(read, "rb"), pieces.append)
+    passthrough.relay(os.fdopen(read, "rb"), pieces.append)
     writer.join(timeout=10)
     assert b"".join(pieces) == text
-    assert max(len(piece) for piece in pieces) <= children._LINE_LIMIT
+    assert max(len(piece) for piece in pieces) <= passthrough.LINE_LIMIT
     assert pieces[-1] == b"last\n"
 
 

@@ -5,8 +5,8 @@ import queue
 import pytest
 
 from pai_launch.cli import launch as cli
-from pai_launch.cli import startup
-from pai_launch.core.spec import policy_for
+from pai_launch.cli import specbuilder, startup
+from pai_launch.core.spec import LaunchSpec, policy_for
 
 
 @pytest.fixture
@@ -14,12 +14,13 @@ def launched(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
+    monkeypatch.setattr(specbuilder, "physical_gpu_count", lambda: 0)
     seen = {}
 
-    def fake_launch(spec, env, visible, inbox):
+    def fake_launch(spec, env, visible, inbox, notes=()):
         seen["spec"] = spec
         seen["inbox"] = inbox
+        seen["notes"] = notes
         return 0
 
     monkeypatch.setattr(startup, "launch_run", fake_launch)
@@ -42,15 +43,15 @@ def test_the_spec_takes_the_working_directory_and_interpreter_explicitly(launche
     assert run(["train.py"]) == 0
     assert launched["spec"].workdir == tmp_path and launched["spec"].python == sys.executable
     with pytest.raises(TypeError):
-        cli.LaunchSpec(script=tmp_path / "train.py")  # no defaults taken from the process
+        LaunchSpec(script=tmp_path / "train.py")  # no defaults taken from the process
 
 
 def test_a_bug_becomes_exit_70_with_one_line_saying_so(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("")
-    monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
+    monkeypatch.setattr(specbuilder, "physical_gpu_count", lambda: 0)
 
-    def broken_launch(spec, env, visible, inbox):
+    def broken_launch(spec, env, visible, inbox, notes=()):
         raise KeyError("injected")
 
     monkeypatch.setattr(startup, "launch_run", broken_launch)
@@ -70,7 +71,7 @@ def test_everything_after_script_belongs_to_the_script(launched):
 def test_defaults(launched):
     assert run(["train.py"]) == 0
     spec = launched["spec"]
-    assert (spec.nproc, spec.save_name, spec.save_name_given, spec.grace, spec.gpus) == (1, "PAI", False, 30.0, None)
+    assert (spec.nproc, spec.save_name, spec.adopt_save_folder, spec.grace, spec.gpus) == (1, "PAI", True, 30.0, None)
     assert spec.log_format == "auto" and not (spec.poll or spec.reinit or spec.data_parallel or spec.dry_run)
 
 
@@ -79,7 +80,7 @@ def test_nproc_per_node_alias_and_every_option(launched, tmp_path):
             "--poll", "--reinit", "--dry-run", "train.py"]
     assert run(argv) == 0
     spec = launched["spec"]
-    assert (spec.nproc, spec.save_name, spec.save_name_given, spec.grace) == (1, "OUT", True, 5.0)
+    assert (spec.nproc, spec.save_name, spec.adopt_save_folder, spec.grace) == (1, "OUT", False, 5.0)
     assert spec.log_dir == tmp_path / "logs" and spec.poll and spec.reinit and spec.dry_run
 
 
@@ -88,7 +89,7 @@ def test_fault_options(launched):
     assert run(argv) == 0
     spec = launched["spec"]
     assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (5, 0.5, 8.0, 600.0, True)
-    assert spec.max_failures_given
+    assert spec.retries_requested
     assert policy_for(spec, {}).retry_repeats, "an explicit --max-failures retries a repeated crash up to it"
 
 
@@ -96,7 +97,7 @@ def test_fault_option_defaults(launched):
     assert run(["train.py"]) == 0
     spec = launched["spec"]
     assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (3, 1.0, 60.0, None, False)
-    assert not spec.max_failures_given and not policy_for(spec, {}).retry_repeats
+    assert not spec.retries_requested and not policy_for(spec, {}).retry_repeats
 
 
 def test_gpus_without_a_driver_sets_the_list_and_default_nproc(launched):
@@ -146,9 +147,9 @@ def test_every_option_can_come_from_a_pai_launch_environment_variable(launched, 
         monkeypatch.setenv(key, value)
     assert run(["train.py"]) == 0
     spec = launched["spec"]
-    assert (spec.nproc, spec.save_name, spec.save_name_given, spec.gpus, spec.grace) == (3, "OUT", True, ("0", "1", "2"), 7.0)
+    assert (spec.nproc, spec.save_name, spec.adopt_save_folder, spec.gpus, spec.grace) == (3, "OUT", False, ("0", "1", "2"), 7.0)
     assert (spec.log_format, spec.log_dir, spec.poll, spec.reinit, spec.dry_run) == ("json", tmp_path / "logs", True, True, True)
-    assert (spec.max_failures, spec.max_failures_given, spec.backoff, spec.backoff_max, spec.stall_timeout) == (5, True, 0.5, 9.0, 600.0)
+    assert (spec.max_failures, spec.retries_requested, spec.backoff, spec.backoff_max, spec.stall_timeout) == (5, True, 0.5, 9.0, 600.0)
 
 
 def test_data_parallel_from_the_environment(launched, monkeypatch):

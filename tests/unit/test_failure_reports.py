@@ -1,7 +1,8 @@
 """A known failure's cause, fix and doctor check reach the failure event, the run's reason and `pai-launch status`."""
 
 from pai_launch.core import exitcodes
-from pai_launch.core.events import Began, GenerationEnded, InitExited, Failure
+from pai_launch.core.events import Began, GenerationEnded, InitExited
+from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Policy, start, step
 from pai_launch.core.reports import generation_end
 from pai_launch.status.events import history

@@ -10,10 +10,10 @@ import stat
 
 import pytest
 
-from pai_launch.wire import codec, crossnode
-from pai_launch.wire import jobsecret
 from pai_launch.linux import listen
-from pai_launch.wire.crossnode import JobStopped, NodeOutcome, StoreLink
+from pai_launch.wire import codec, crossnode, jobsecret, storevalues
+from pai_launch.wire.storelink import JobStopped, StoreLink
+from pai_launch.wire.storevalues import NodeOutcome
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -45,10 +45,10 @@ class DictStore:
 def test_every_key_but_the_public_info_is_named_by_the_secret_and_the_names_do_not_contain_it():
     store = DictStore()
     link = StoreLink(store, 1, "s3cret" * 6)
-    link.put(crossnode.STOP, crossnode.StopFlag(15, "x"))
+    link.put(crossnode.STOP, storevalues.StopFlag(15, "x"))
     link.set(crossnode.gen_key(1, "result", 0), "{}")
     link.add(crossnode.gen_key(1, "beat", 1), 1)
-    link.put(crossnode.INFO, crossnode.StoreInfo())
+    link.put(crossnode.INFO, storevalues.StoreInfo())
 
     assert crossnode.INFO.name in store.data
     assert crossnode.STOP.name not in store.data and crossnode.gen_key(1, "result", 0) not in store.data
@@ -61,7 +61,7 @@ def test_every_key_but_the_public_info_is_named_by_the_secret_and_the_names_do_n
 def test_a_stop_flag_or_result_set_without_the_secret_is_not_seen():
     store = DictStore()
     link = StoreLink(store, 1, "the-secret")
-    outsider = codec.encode_text(crossnode.StopFlag(15, "outsider"))
+    outsider = codec.encode_text(storevalues.StopFlag(15, "outsider"))
     store.set(crossnode.STOP.name, outsider)  # the old, plain name
     store.set(jobsecret.namespaced("guess", crossnode.STOP.name), outsider)
     forged = codec.encode_text(NodeOutcome(0, "x", error="forged"))
@@ -75,7 +75,7 @@ def test_a_stop_flag_or_result_set_without_the_secret_is_not_seen():
     assert link.outcome(1, 0) is None
     assert link.outcome(1, 1) == NodeOutcome(1, "y")
 
-    link.put(crossnode.STOP, crossnode.StopFlag(15, "node 0"))
+    link.put(crossnode.STOP, storevalues.StopFlag(15, "node 0"))
     with pytest.raises(JobStopped, match="node 0"):
         link.check_stop()
 
@@ -158,17 +158,17 @@ def test_the_bound_socket_listens_on_loopback_only_and_an_address_not_ours_is_re
 
 
 STORE_SAMPLES = {
-    crossnode.StoreInfo: crossnode.StoreInfo("ab12", jobsecret.SECRET_FILE),
-    crossnode.JobFacts: crossnode.JobFacts("run-1", "job-1", {"script": "train.py", "nnodes": "2:2"}, 2, 2),
-    crossnode.OpenedGeneration: crossnode.OpenedGeneration(3, 1),
-    crossnode.StopFlag: crossnode.StopFlag(15, "SIGTERM to node 1's pai-launch"),
-    crossnode.Member: crossnode.Member(1, "h1", 1, (2, 3)),
+    storevalues.StoreInfo: storevalues.StoreInfo("ab12", jobsecret.SECRET_FILE),
+    storevalues.JobFacts: storevalues.JobFacts("run-1", "job-1", {"script": "train.py", "nnodes": "2:2"}, 2, 2),
+    storevalues.OpenedGeneration: storevalues.OpenedGeneration(3, 1),
+    storevalues.StopFlag: storevalues.StopFlag(15, "SIGTERM to node 1's pai-launch"),
+    storevalues.Member: storevalues.Member(1, "h1", 1, (2, 3)),
     NodeOutcome: NodeOutcome(1, "h1", stopping=(15, "x")),
 }
 
 
 def test_every_store_value_round_trips_through_a_sealed_key_as_its_own_type():
-    assert set(crossnode.STORE.types().values()) == set(STORE_SAMPLES), "a store value type without a sample here"
+    assert set(storevalues.STORE.types().values()) == set(STORE_SAMPLES), "a store value type without a sample here"
     link = StoreLink(DictStore(), 1, "the-secret")
     for cls, value in STORE_SAMPLES.items():
         key = crossnode.ValueKey(f"pai/test/{cls.__name__}", cls)
@@ -180,8 +180,8 @@ def test_every_store_value_round_trips_through_a_sealed_key_as_its_own_type():
 def test_a_typed_key_refuses_a_value_of_another_type_both_ways():
     link = StoreLink(DictStore(), 1, "the-secret")
     with pytest.raises(TypeError, match="pai/stop holds a StopFlag, not a OpenedGeneration"):
-        link.put(crossnode.STOP, crossnode.OpenedGeneration(1, 0))
-    link.set(crossnode.STOP, codec.encode_text(crossnode.OpenedGeneration(1, 0)))  # sealed, but of the wrong type
+        link.put(crossnode.STOP, storevalues.OpenedGeneration(1, 0))
+    link.set(crossnode.STOP, codec.encode_text(storevalues.OpenedGeneration(1, 0)))  # sealed, but of the wrong type
     with pytest.raises(codec.WireError, match="'opened' message where 'stop' was expected"):
         link.read(crossnode.STOP)
 
@@ -189,11 +189,12 @@ def test_a_typed_key_refuses_a_value_of_another_type_both_ways():
 def test_every_store_pipe_message_round_trips_and_a_stray_line_is_named():
     from pai_launch.wire import storepipe
 
-    samples = [storepipe.Secret("s" * 43), storepipe.SetValue("pai/stop", codec.encode_text(crossnode.StopFlag(15, "x"))),
+    samples = [storepipe.Secret("s" * 43),
+               storepipe.SetValue("pai/stop", codec.encode_text(storevalues.StopFlag(15, "x"))),
                storepipe.Serving(), storepipe.Refused("cannot serve the job's store at h:1: port taken"),
-               storepipe.JobJoined(STORE_SAMPLES[crossnode.JobFacts], "secret"),
-               storepipe.StopCarried(crossnode.StopFlag(15, "SIGTERM to node 0's pai-launch")), storepipe.StoreClosed(),
-               storepipe.StoreGone("DistNetworkError: connection reset")]
+               storepipe.JobJoined(STORE_SAMPLES[storevalues.JobFacts], "secret"),
+               storepipe.StopCarried(storevalues.StopFlag(15, "SIGTERM to node 0's pai-launch")),
+               storepipe.StoreClosed(), storepipe.StoreGone("DistNetworkError: connection reset")]
     for message in samples:
         protocol = storepipe.TO_STORE if type(message) in storepipe.TO_STORE.types().values() else storepipe.FROM_STORE
         assert protocol.decode(codec.encode(message)) == message

@@ -22,15 +22,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "savefmt": {"wire", "savefmt", ""},
     "linux": {"wire", "savefmt", "linux"},
     "core": {"wire", "savefmt", "core"},
-    "supervise": {"wire", "savefmt", "linux", "core", "supervise", "doctor"},
-    "cli": {"", "wire", "savefmt", "linux", "core", "supervise", "cli", "doctor", "status"},
+    "supervise": {"", "wire", "savefmt", "linux", "core", "supervise", "doctor"},
+    "cli": {"", "wire", "savefmt", "linux", "core", "supervise", "cli", "doctor", "status", "envreport"},
     "agent": {"wire", "savefmt", "linux", "agent", "store.client", "forkserver"},
     "forkserver": {"forkserver"},
     "store": {"wire", "savefmt", "linux", "store"},
     "doctor": {"doctor"},
     "status": {"wire", "savefmt", "status"},
+    "envreport": {"linux", "envreport"},
     "entry": {"cli", "core", "supervise"},
     "__main__": {"entry"},
+    "torchrun": {"entry"},
     "training": {"savefmt"},
     "__init__": set(),
 }
@@ -43,6 +45,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "agent": {"torch", "psutil"},
     "store": {"torch"},
     "status": {"psutil", "matplotlib"},
+    "envreport": {"torch"},
     "training": {"torch", "perforatedai"},
 }
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from pai_launch.savefmt import statedir
-from pai_launch.savefmt.locks import LockHeld, PathLock, Peer, SaveFolderLock, held_message, trusted
+from pai_launch.savefmt.folderlock import LockHeld, held_message
+from pai_launch.savefmt.locks import SaveFolderLock
+from pai_launch.savefmt.pathlock import PathLock, Peer, trusted
 from pai_launch.savefmt.record import StateError
 
 pytestmark = pytest.mark.timeout(30)
@@ -185,7 +187,7 @@ def test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_st
 def test_the_path_lock_answers_any_number_of_probes(tmp_path):
     """Each probe's connection is taken and closed: after more probes than the listen backlog, the holder is still
     seen (before, the 18th probe found the backlog full and saw no one)."""
-    from pai_launch.savefmt.locks import PathLock, peer_of
+    from pai_launch.savefmt.pathlock import PathLock, peer_of
 
     lock = PathLock(tmp_path)
     lock.acquire()
@@ -203,7 +205,7 @@ def test_a_probe_waits_out_a_full_backlog_while_the_holder_catches_up():
     import socket
     import threading
 
-    from pai_launch.savefmt.locks import peer_of
+    from pai_launch.savefmt.pathlock import peer_of
 
     address = f"\0pai-launch/test/backlog/{os.getpid()}"
     holder = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -7,12 +7,13 @@ import ast
 import re
 from pathlib import Path
 
-from pai_launch.status import events as status_events
+from pai_launch.status import story as status_story
 from pai_launch.wire import log_events
 
 PACKAGE = Path(__file__).resolve().parents[2] / "supervisor" / "pai_launch"
 WRITERS = ("supervise", "cli", "core")
-READERS = ("status/events.py", "status/summary.py", "supervise/metrics.py", "supervise/liveline.py")
+READERS = ("status/events.py", "status/story.py", "status/summary.py", "supervise/metrics.py",
+           "supervise/liveline.py")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}
 SNAKE = re.compile(r"^[a-z]+(_[a-z]+)+$")
 
@@ -58,17 +59,21 @@ def test_every_name_a_reader_compares_an_event_with_is_one_pai_launch_logs():
                     stray += [f"{relative}:{node.lineno}: {v.value!r}" for v in values
                               if isinstance(v, ast.Constant) and v.value not in log_events.ALL]
     assert stray == []
-    assert set(status_events.PROBLEM_EVENTS) <= log_events.ALL
+    assert set(status_story.PROBLEM_EVENTS) <= log_events.ALL
 
 
 def test_status_handles_only_events_that_are_logged_and_says_which_when_not():
-    assert status_events.unknown_handlers() == []
+    assert status_story.unknown_handlers() == [] and status_story.unreached_handlers() == []
 
-    class Stale(status_events._Reader):
+    class Stale(status_story.Story):
         def on_generation_finished(self, event, now, session):  # an old name for generation_ended
             pass
 
-    assert status_events.unknown_handlers(Stale) == ["generation_finished"]
+    stale_key = {**status_story.HANDLERS, "generation_finished": status_story.Story.on_generation_ended}
+    stale_name = {**status_story.HANDLERS, log_events.GENERATION_ENDED: Stale.on_generation_finished}
+    assert status_story.unknown_handlers(stale_key) == ["generation_finished"]
+    assert status_story.unknown_handlers(stale_name) == ["generation_finished"]
+    assert status_story.unreached_handlers(Stale) == ["on_generation_finished"]
 
 
 def test_the_vocabulary_is_plain_snake_case_names_each_defined_once():
@@ -78,7 +83,7 @@ def test_the_vocabulary_is_plain_snake_case_names_each_defined_once():
 
 
 # --- the fields: declared once, written and read as declared ------------------------------------------
-FIELD_READERS = ("status/events.py", "supervise/metrics.py", "supervise/liveline.py")
+FIELD_READERS = ("status/events.py", "status/story.py", "supervise/metrics.py", "supervise/liveline.py")
 ANY_FIELD = frozenset().union(log_events.COMMON, *(event.fields for event in log_events.EVENTS.values()))
 
 
@@ -155,7 +160,7 @@ def test_every_field_a_reader_reads_is_one_its_event_declares():
 
 
 def test_status_shows_problems_by_fields_their_events_declare():
-    for name, keys in status_events.PROBLEM_EVENTS.items():
+    for name, keys in status_story.PROBLEM_EVENTS.items():
         assert set(keys) <= log_events.EVENTS[name].fields | log_events.COMMON, name
 
 
@@ -180,7 +185,8 @@ def test_a_record_outside_the_vocabulary_is_named():
 def test_every_generation_end_and_dendrite_verdict_carries_only_declared_fields():
     """The report functions build the fields of the events that say most; every branch of them is declared."""
     from pai_launch.core import reports
-    from pai_launch.core.events import Failure, GenerationEnded
+    from pai_launch.core.events import GenerationEnded
+    from pai_launch.core.failure import Failure
     from pai_launch.core.machine import start
     from pai_launch.wire import failure_causes
 

@@ -3,12 +3,13 @@ before training: never "retrying cannot help"; the failure budget still bounds i
 
 import os
 
-from pai_launch.core import exitcodes
-from pai_launch.linux import privatedir
 from pai_launch.agent.main import Output
-from pai_launch.core.events import Began, Failure, GenerationEnded, InitExited, Tick
+from pai_launch.core import exitcodes
+from pai_launch.core.events import Began, GenerationEnded, InitExited, Tick
+from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.repeats import retry_can_fix
+from pai_launch.linux import privatedir
 from pai_launch.wire.protocol import REPORTS, GenerationResult
 
 POLICY = Policy(grace=10.0, agent_ahead=False)

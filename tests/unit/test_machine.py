@@ -6,13 +6,32 @@ import pytest
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import (
-    AdoptSaveFolder, Finish, KillRun, PrepareAgent, ReportStall, ScheduleRetry, SignalRun, StartGeneration, StartInit,
+    AdoptSaveFolder,
+    Finish,
+    KillRun,
+    PrepareAgent,
+    ReportStall,
+    ScheduleRetry,
+    SignalRun,
+    StartGeneration,
+    StartInit,
 )
 from pai_launch.core.events import (
-    AdoptionRefused, Began, Cause, Failure, GenerationEnded, GenerationRefused, InitExited, MarkerAppeared, SaveActivity,
-    SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched, WorkersWaiting,
+    AdoptionRefused,
+    Began,
+    GenerationEnded,
+    GenerationRefused,
+    InitExited,
+    SaveActivity,
+    SaveFolderAdopted,
+    SaveFolderLost,
+    Tick,
+    WorkersLaunched,
+    WorkersWaiting,
 )
+from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.observations import MarkerAppeared, SignalReceived
 from pai_launch.core.outcomes import judge_generation
 
 #: No agents started ahead unless a test asks: they would add PrepareAgent to every history.
@@ -68,7 +87,7 @@ def test_init_killed_by_signal_reports_the_signal():
 
 
 def test_init_that_wrote_elsewhere_with_save_name_given_is_a_usage_error_naming_both_folders():
-    state, actions = replay([InitExited(0, wrote_to="runs/OTHER")], policy=Policy(save_name_given=True, agent_ahead=False))
+    state, actions = replay([InitExited(0, wrote_to="runs/OTHER")], policy=Policy(adopt_save_folder=False, agent_ahead=False))
     assert state.exit_code == exitcodes.USAGE
     assert "runs/OTHER" in actions[-1].reason and "--save-name PAI" in actions[-1].reason
     assert not any(isinstance(a, (StartGeneration, AdoptSaveFolder)) for a in actions)

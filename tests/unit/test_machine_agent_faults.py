@@ -9,13 +9,20 @@ from hypothesis import strategies as st
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import (
-    Finish, KillRun, PrepareAgent, ReplaceAgent, ReportAgentHung, ReportStall, ScheduleRetry, SignalRun,
+    Finish,
+    KillRun,
+    PrepareAgent,
+    ReplaceAgent,
+    ReportAgentHung,
+    ReportStall,
+    ScheduleRetry,
+    SignalRun,
     StartGeneration,
 )
-from pai_launch.core.events import (
-    AgentAnswered, AgentLeft, Began, Cause, Failure, GenerationEnded, InitExited, Resumed, SaveActivity, SignalReceived, Tick,
-)
+from pai_launch.core.events import AgentLeft, Began, GenerationEnded, InitExited, Resumed, SaveActivity, Tick
+from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.machine import Phase, Policy, StopCause, start, step
+from pai_launch.core.observations import AgentAnswered, SignalReceived
 from pai_launch.core.state import HUNG_AGENT_GRACE
 
 pytestmark = pytest.mark.timeout(60)

@@ -26,13 +26,32 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from pai_launch.core.actions import (
-    AdoptSaveFolder, Finish, KillRun, PrepareAgent, RecheckProgress, ScheduleRetry, StartGeneration, StartInit,
+    AdoptSaveFolder,
+    Finish,
+    KillRun,
+    PrepareAgent,
+    RecheckProgress,
+    ScheduleRetry,
+    StartGeneration,
+    StartInit,
 )
 from pai_launch.core.events import (
-    AdoptionRefused, Began, Failure, GenerationEnded, GenerationRefused, InitExited, JobStoreLost, MarkerAppeared,
-    SaveActivity, SaveFolderAdopted, SaveFolderLost, SignalReceived, Tick, WorkersLaunched, WorkersWaiting,
+    AdoptionRefused,
+    Began,
+    GenerationEnded,
+    GenerationRefused,
+    InitExited,
+    JobStoreLost,
+    SaveActivity,
+    SaveFolderAdopted,
+    SaveFolderLost,
+    Tick,
+    WorkersLaunched,
+    WorkersWaiting,
 )
+from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, StopCause, start, step
+from pai_launch.core.observations import MarkerAppeared, SignalReceived
 from pai_launch.core.state import STOP_SIGNALS
 
 pytestmark = pytest.mark.timeout(120)
@@ -60,7 +79,7 @@ def policies(draw) -> Policy:
         data_parallel=draw(often(False, True)), retry_data_parallel=draw(st.booleans()),
         max_failures=draw(st.integers(1, 5)), retry_repeats=draw(st.booleans()), backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
         agent_ahead=draw(st.booleans()), multi_node=draw(st.booleans()), fs_settle=draw(st.sampled_from([0.0, 2.0])),
-        save_name_given=draw(often(False, True)), requeue_on=draw(st.sampled_from([None, signal.SIGUSR1, signal.SIGTERM])),
+        adopt_save_folder=draw(often(True, False)), requeue_on=draw(st.sampled_from([None, signal.SIGUSR1, signal.SIGTERM])),
     )
 
 

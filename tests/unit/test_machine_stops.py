@@ -7,8 +7,10 @@ import pytest
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import Finish, KillRun, SignalRun, StartGeneration
-from pai_launch.core.events import Began, Failure, GenerationEnded, SaveFolderLost, SignalReceived, Tick
+from pai_launch.core.events import Began, GenerationEnded, SaveFolderLost, Tick
+from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.observations import SignalReceived
 
 #: As `--stall-timeout 3 --grace 2` gives it (the stack dump wait is min(5, grace)); no agent ahead.
 POLICY = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, backoff_initial=0.5, agent_ahead=False)

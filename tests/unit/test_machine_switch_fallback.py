@@ -6,7 +6,8 @@ import pytest
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import Finish, ScheduleRetry, StartGeneration
-from pai_launch.core.events import Began, Failure, GenerationEnded, Tick
+from pai_launch.core.events import Began, GenerationEnded, Tick
+from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
 
 pytestmark = pytest.mark.timeout(30)

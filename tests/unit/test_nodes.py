@@ -2,11 +2,11 @@
 
 import pytest
 
-from pai_launch.wire import codec, crossnode
-from pai_launch.wire.crossnode import Beats, NodeOutcome, combine, gen_key
 from pai_launch.core.nodes import Nodes, NodesError, check, parse_endpoint, parse_nnodes
-from pai_launch.wire.crossnode import generation_rendezvous_id
+from pai_launch.wire import codec, storevalues
+from pai_launch.wire.crossnode import Beats, combine, gen_key, generation_rendezvous_id
 from pai_launch.wire.protocol import WorkerFailure
+from pai_launch.wire.storevalues import NodeOutcome
 
 
 @pytest.mark.parametrize("text, expected", [("1", (1, 1)), ("2", (2, 2)), ("1:4", (1, 4)), ("3:3", (3, 3))])
@@ -104,7 +104,7 @@ def test_a_clean_generation_on_every_node_combines_to_no_failure():
 
 def test_an_outcome_survives_the_store_as_json():
     outcome = NodeOutcome(1, "h1", (failure(2, 9, node=1, at=3.5),), error="x", fatal=None)
-    assert crossnode.STORE.decode(codec.encode_text(outcome), expect=NodeOutcome) == outcome
+    assert storevalues.STORE.decode(codec.encode_text(outcome), expect=NodeOutcome) == outcome
 
 
 def test_a_member_is_lost_once_its_beat_count_stops_moving_for_the_limit():
@@ -125,7 +125,7 @@ def test_nodes_that_never_said_who_they_were_are_counted_as_the_cause():
 
 def test_a_stopping_nodes_outcome_survives_the_store_as_json():
     outcome = NodeOutcome(0, "h0", (failure(0, -15, node=0, at=1.0),), stopping=(15, "SIGTERM to node 0's pai-launch"))
-    back = crossnode.STORE.decode(codec.encode_text(outcome), expect=NodeOutcome)
+    back = storevalues.STORE.decode(codec.encode_text(outcome), expect=NodeOutcome)
     assert back == outcome and back.stopping == (15, "SIGTERM to node 0's pai-launch")
 
 

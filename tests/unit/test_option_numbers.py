@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from pai_launch.cli import declared, specbuilder, startup
 from pai_launch.cli import launch as cli
-from pai_launch.core import seconds
-from pai_launch.cli import startup
 from pai_launch.cli.preflight import preflight
-from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.core import seconds
 from pai_launch.core.nodes import Nodes
+from pai_launch.core.spec import LaunchSpec, PreflightError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -22,13 +22,13 @@ BAD = {
     "--backoff-max": ("backoff_max", ["nan", "inf", "-1", "1e9"]),
     "--stall-timeout": ("stall_timeout", ["nan", "inf", "-1", "0"]),
     "--rdzv-timeout": ("rdzv_timeout", ["nan", "inf", "-1", "0"]),
-    "--fs-settle": ("fs_settle_given", ["nan", "inf", "-1", "1e9"]),
+    "--fs-settle": ("fs_settle", ["nan", "inf", "-1", "1e9"]),
 }
 CASES = [(option, value) for option, (_, values) in BAD.items() for value in values]
 
 
 def test_every_seconds_option_has_a_range():
-    assert set(seconds.RANGES) == {*BAD, "--interval"}
+    assert set(seconds.RANGES) == {*BAD, "--interval", "--timeout"}
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9"])
@@ -55,7 +55,7 @@ def _spec(tmp_path, field, value):
 def test_preflight_refuses_a_bad_number_of_seconds(tmp_path, option, value):
     field = BAD[option][0]
     with pytest.raises(PreflightError) as caught:
-        preflight(_spec(tmp_path, field, float(value)), nproc_given=False, env={}, physical=0)
+        preflight(_spec(tmp_path, field, float(value)), chosen_nproc=None, env={}, physical=0)
     text = str(caught.value)
     assert "\n" not in text and text.startswith(f"{option} {float(value):g} ") and f"e.g. {option} " in text, text
 
@@ -66,7 +66,7 @@ def test_preflight_accepts_the_example_and_the_bounds(tmp_path, option):
     for value in (float(bounds.example), bounds.high, *([0.0] if bounds.zero_ok else [])):
         if field == "backoff_max" and value == 0.0:
             continue  # below the default --backoff 1, refused for that reason
-        preflight(_spec(tmp_path, field, value), nproc_given=False, env={}, physical=0)
+        preflight(_spec(tmp_path, field, value), chosen_nproc=None, env={}, physical=0)
 
 
 @pytest.fixture
@@ -75,8 +75,8 @@ def launched(monkeypatch, tmp_path):
     (tmp_path / "train.py").write_text("")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     for name in ("GRACE", "BACKOFF", "BACKOFF_MAX", "STALL_TIMEOUT", "RDZV_TIMEOUT", "FS_SETTLE"):
-        monkeypatch.delenv(cli.ENV_PREFIX + name, raising=False)
-    monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
+        monkeypatch.delenv(declared.ENV_PREFIX + name, raising=False)
+    monkeypatch.setattr(specbuilder, "physical_gpu_count", lambda: 0)
     calls = []
     monkeypatch.setattr(startup, "launch_run", lambda *args: calls.append(args) or 0)
     return calls
@@ -99,7 +99,7 @@ def test_the_command_line_refuses_it_with_exit_2_and_launches_nothing(launched, 
 
 @pytest.mark.parametrize("option", BAD)
 def test_the_environment_form_is_checked_the_same(launched, capsys, monkeypatch, option):
-    monkeypatch.setenv(cli.ENV_PREFIX + option[2:].upper().replace("-", "_"), "nan")
+    monkeypatch.setenv(declared.ENV_PREFIX + option[2:].upper().replace("-", "_"), "nan")
     code = cli.run_command_line(["train.py"], queue.SimpleQueue())
     line = _one_error_line(capsys)
     assert code == 2 and launched == [] and line.startswith(f"pai-launch: error: {option} nan "), line

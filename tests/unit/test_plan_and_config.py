@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.supervise import plan
 from pai_launch.cli.preflight import parse_gpu_list, preflight, visible_gpus
 from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.supervise import plan
 
 
 def spec(tmp_path, **overrides):
@@ -30,8 +30,8 @@ def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_
     import queue
     import sys
 
-    from pai_launch.supervise.children import PlainProcess
-    from pai_launch.core.events import Role
+    from pai_launch.core.observations import Role
+    from pai_launch.supervise.plain_process import PlainProcess
 
     probe = "import os; print(sorted(k for k in os.environ if k in ('RANK', 'SLURM_PROCID', 'SLURM_JOB_ID', 'KEEP')))"
     base = {"RANK": "3", "SLURM_PROCID": "1", "SLURM_JOB_ID": "77", "KEEP": "1", "PATH": "/usr/bin:/bin"}
@@ -49,10 +49,10 @@ def test_init_command_on_a_cpu_machine_leaves_cuda_alone(tmp_path):
     assert "CUDA_VISIBLE_DEVICES" not in plan.init_command(spec(tmp_path), "RID", ()).env
 
 
-def test_worker_args_append_the_load_folder_only_when_resuming(tmp_path):
+def test_the_worker_command_appends_the_load_folder_only_when_resuming(tmp_path):
     s = spec(tmp_path, script_args=("--epochs", "3"))
-    assert plan.worker_args(s, None) == ("-u", "train.py", "--epochs", "3")
-    assert plan.worker_args(s, "PAI") == ("-u", "train.py", "--epochs", "3", "--pai_load_folder", "PAI")
+    assert plan.worker_command(s, None) == (s.python, "-u", "train.py", "--epochs", "3")
+    assert plan.worker_command(s, "PAI") == (s.python, "-u", "train.py", "--epochs", "3", "--pai_load_folder", "PAI")
 
 
 def test_generation_env_sets_omp_threads_unless_the_user_did(tmp_path):
@@ -100,8 +100,9 @@ def test_bad_gpu_lists_are_rejected(text):
         parse_gpu_list(text)
 
 
-def check(s, *, nproc_given=True, env=None, physical=0):
-    preflight(s, nproc_given=nproc_given, env=env or {}, physical=physical)
+def check(s, *, env=None, physical=0):
+    """The spec's --nproc as the one asked for."""
+    preflight(s, chosen_nproc=s.nproc, env=env or {}, physical=physical)
 
 
 def test_preflight_accepts_a_good_spec(tmp_path):
@@ -154,8 +155,8 @@ def test_the_option_checks_are_pure_and_run_before_the_machine_is_looked_at(tmp_
     def nowhere(**overrides) -> LaunchSpec:
         return LaunchSpec(script=Path("train.py"), workdir=gone, python="/py", **overrides)
 
-    options.check(nowhere(), nproc_given=False)  # no file is looked at
+    options.check(nowhere(), chosen_nproc=None)  # no file is looked at
     with pytest.raises(PreflightError, match="--max-failures 0"):
-        preflight(nowhere(max_failures=0), nproc_given=False, env={}, physical=0)
+        preflight(nowhere(max_failures=0), chosen_nproc=None, env={}, physical=0)
     with pytest.raises(PreflightError, match="does not exist"):
-        preflight(nowhere(), nproc_given=False, env={}, physical=0)
+        preflight(nowhere(), chosen_nproc=None, env={}, physical=0)

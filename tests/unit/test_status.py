@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.status import gather as run_status
 from pai_launch.savefmt.locks import SaveFolderLock
-from pai_launch.status.events import history, parse_lines, refine_start
+from pai_launch.savefmt.pai_files import dendrites, scores
+from pai_launch.status import gather as run_status
+from pai_launch.status.events import history, parse_lines
 from pai_launch.status.live import flock_holders, judge
 from pai_launch.status.model import StatusError
-from pai_launch.savefmt.pai_files import dendrites, scores
+from pai_launch.status.story import refine_start
 from pai_launch.status.timeline import score_points, spans
 from tests.helpers import REPO, safetensors_bytes, tree_state
 

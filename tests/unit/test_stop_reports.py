@@ -3,12 +3,14 @@ log line's name and fields, `pai-launch status`'s story and the metrics out."""
 
 import signal
 
-from pai_launch.core.events import Began, Failure, GenerationEnded, InitExited, SaveActivity, SignalReceived
+from pai_launch.core.events import Began, GenerationEnded, InitExited, SaveActivity
+from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
-from pai_launch.supervise.metrics import RunMetrics
+from pai_launch.core.observations import SignalReceived
 from pai_launch.core.reports import generation_end
 from pai_launch.status.events import history
 from pai_launch.status.model import FAILED, STOPPED
+from pai_launch.supervise.metrics import RunMetrics
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
 KEY_ERROR = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nKeyError: 'best_mean_score_imp'\n"

@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 
 from pai_launch import entry
-from pai_launch.linux import capacity
 from pai_launch.cli import launch as cli
-from pai_launch.supervise import logspace
-from pai_launch.supervise import plan
-from pai_launch.cli import startup
+from pai_launch.cli import specbuilder, startup
 from pai_launch.cli.preflight import preflight
 from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.linux import capacity
+from pai_launch.supervise import logspace, plan
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -25,16 +24,16 @@ def _spec(tmp_path, **overrides):
 
 def test_nproc_past_what_the_open_files_limit_holds_is_one_line_naming_the_most_that_fits(tmp_path):
     limit = capacity.fds_needed(10)
-    preflight(_spec(tmp_path, nproc=10), nproc_given=True, env={}, physical=0, open_files=lambda: limit)
+    preflight(_spec(tmp_path, nproc=10), chosen_nproc=10, env={}, physical=0, open_files=lambda: limit)
     with pytest.raises(PreflightError) as caught:
-        preflight(_spec(tmp_path, nproc=11), nproc_given=True, env={}, physical=0, open_files=lambda: limit)
+        preflight(_spec(tmp_path, nproc=11), chosen_nproc=11, env={}, physical=0, open_files=lambda: limit)
     text = str(caught.value)
     assert "\n" not in text and text.startswith(f"--nproc 11 needs about {capacity.fds_needed(11)} open files")
     assert f"limit of {limit}" in text and "at most --nproc 10" in text and "ulimit -n" in text
 
 
 def test_an_unlimited_open_files_limit_holds_any_nproc(tmp_path):
-    preflight(_spec(tmp_path, nproc=100000), nproc_given=True, env={}, physical=0, open_files=lambda: None)
+    preflight(_spec(tmp_path, nproc=100000), chosen_nproc=100000, env={}, physical=0, open_files=lambda: None)
 
 
 def test_a_tiny_limit_says_no_worker_fits():
@@ -45,7 +44,7 @@ def test_the_real_command_line_refuses_100000_workers_under_the_real_limit(monke
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text("")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(cli, "physical_gpu_count", lambda: 0)
+    monkeypatch.setattr(specbuilder, "physical_gpu_count", lambda: 0)
     monkeypatch.setattr(capacity, "open_files_limit", lambda: 1024)
     calls = []
     monkeypatch.setattr(startup, "launch_run", lambda *args: calls.append(args) or 0)
@@ -71,7 +70,7 @@ def test_the_real_readers_answer():
 def test_a_script_path_starting_with_a_dash_is_given_to_python_as_a_path(tmp_path, given, expected):
     spec = LaunchSpec(script=Path(given), workdir=tmp_path, python="/py")
     assert plan.init_command(spec, "RID", ()).argv[:3] == ("/py", "-u", expected)
-    assert plan.worker_args(spec, None)[:2] == ("-u", expected)
+    assert plan.worker_command(spec, None)[:3] == ("/py", "-u", expected)
     assert plan.data_parallel_command(spec, "RID", 1).argv[:3] == ("/py", "-u", expected)
 
 
@@ -109,16 +108,16 @@ def test_free_space_is_read_from_the_nearest_existing_folder(tmp_path):
 @pytest.mark.parametrize("name", ["", ".", "..", "a/..", "a/../..", "/", "./"])
 def test_a_save_name_that_is_the_working_directory_or_above_it_is_refused(tmp_path, name):
     with pytest.raises(PreflightError) as caught:
-        preflight(_spec(tmp_path, save_name=name), nproc_given=False, env={}, physical=0)
+        preflight(_spec(tmp_path, save_name=name), chosen_nproc=None, env={}, physical=0)
     text = str(caught.value)
     assert "\n" not in text and text.startswith(f"--save-name {name!r} is the working directory") and "e.g." in text
 
 
 def test_a_save_name_with_a_control_character_is_refused(tmp_path):
     with pytest.raises(PreflightError, match="control character"):
-        preflight(_spec(tmp_path, save_name="x\ny"), nproc_given=False, env={}, physical=0)
+        preflight(_spec(tmp_path, save_name="x\ny"), chosen_nproc=None, env={}, physical=0)
 
 
 @pytest.mark.parametrize("name", ["PAI", "runs/a", "../elsewhere/PAI", "./PAI", "PAI/"])
 def test_save_names_of_a_folder_of_their_own_pass(tmp_path, name):
-    preflight(_spec(tmp_path, save_name=name), nproc_given=False, env={}, physical=0)
+    preflight(_spec(tmp_path, save_name=name), chosen_nproc=None, env={}, physical=0)

@@ -2,7 +2,8 @@
 
 Cold workers are fresh interpreters (`python -u SCRIPT ARGS`, torch's binary entrypoint). Warm workers are forks of
 the agent's forkserver (torch's function entrypoint with the forkserver start method) that run the script through
-forkserver.worker_main. Either way c10d rendezvous on a fresh id, max_restarts=0 (pai-launch owns the restart policy).
+forkserver.worker_main. Either way c10d rendezvous on a fresh id, max_restarts=0 (pai-launch owns the restart policy),
+and the generation's variables (agent.workerenv) are in the agent's environment only while torch's launcher runs.
 
 The result goes out as soon as every worker has exited (the watch), or when torch returns, whichever is first; the
 agent then waits for torch to finish before it takes the next generation. If torch has not returned ABANDON_AFTER
@@ -15,21 +16,22 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import replace
 import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
-from pai_launch.agent import torchcompat
+from pai_launch.agent import launchconfig, multinode, torchcompat, workerenv
 from pai_launch.agent.control import Abandoned, AgentControl
-from pai_launch.wire import failure_causes
-from pai_launch.agent import multinode
-from pai_launch.linux import procs
-from pai_launch.wire.crossnode import stopped_by_launcher
-from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
 from pai_launch.agent.relay import LogRelay
 from pai_launch.agent.workers import WorkerExit, WorkerWatch
+from pai_launch.linux import procs
+from pai_launch.wire import failure_causes
+from pai_launch.wire.crossnode import stopped_by_launcher
+from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
 
 _LOG_TAIL_LINES = 20
 ABANDON_AFTER = 1.0
@@ -113,92 +115,121 @@ class _Conclusion:
             self.sent.set()
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What torch's launcher runs: the generation's number (a multi-node job's store may hand out a later one than the
+    request's), this node's part in a multi-node job, and torch's LaunchConfig."""
+
+    generation: int
+    node: multinode.NodeGeneration | None
+    config: Any
+
+
 def run_generation(request: GenerationRequest, out, control: AgentControl, pool=None) -> None:
     """Run one generation and send its result through `out` (agent.Output); `control` is what the request reader
     heard meanwhile; `pool` (warmpool.WarmPool) for warm workers."""
     if control.cancelled(request.generation):  # the run stopped while the request was on its way: no worker starts
         out.result(GenerationResult(request.generation, log_dir=request.log_dir, cancelled=True))
         return
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import elastic_launch
-
-    os.environ.update(request.env)
+    if request.no_python:
+        pool = None  # a program that is not Python cannot be a fork of the preloaded interpreter
     labels = _RankLabels(request)
-    conclusion = _Conclusion(out, LogRelay(request.log_dir, label=labels).start())
-    start_method = "forkserver" if pool is not None else "spawn"
-    generation, node = request.generation, None
-    if request.nodes is not None:
-        entered = multinode.enter(request, out.joined)
-        if isinstance(entered, GenerationResult):
-            conclusion.send(lambda: entered)
-            return
-        link, generation = entered
-        node = multinode.NodeGeneration(request, link, generation, control)
-        config = multinode.launch_config(request, generation, start_method)
-    else:
-        config = torchcompat.launch_config(dict(
-            min_nodes=1, max_nodes=1, nproc_per_node=request.nproc, run_id=request.elastic_run_id,
-            rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.1,
-            logs_specs=torchcompat.logs_specs(request.log_dir),
-            shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
-        ))
-    if pool is not None:
-        from pai_launch.forkserver import worker_main
-
-        # What torch's launcher puts in its own environment before it starts workers, and so a cold worker sees
-        # (a torch without the option puts nothing there).
-        handled = torchcompat.signals_to_handle(config)
-        if handled is None:
-            os.environ.pop("TORCHELASTIC_SIGNALS_TO_HANDLE", None)
-        else:
-            os.environ["TORCHELASTIC_SIGNALS_TO_HANDLE"] = handled
-
-        records = os.path.join(request.log_dir, "workers")
-        entrypoint, args = worker_main.run_script, (pool.worker_spec(request, records),)
-        watch_from = {"parent": pool.server_pid, "records": records, "exits": pool.exits}
-    else:
-        entrypoint = request.python
-        args = tuple(procs.dies_with_parent((request.python, *request.args), python=request.python)[1:])
-        watch_from = {}
-
-    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
-        """This node's result (combined with the others' in a multi-node job); a forkserver that died is named as the
-        cause of its workers' exits."""
-        fault = forkserver_fault(pool, generation) if failures or error else None
-        if node is None:
-            conclusion.send(lambda: GenerationResult(generation, failures=failures, error=error,
-                                                     log_dir=request.log_dir, fault=fault))
-        else:
-            conclusion.send(lambda: replace(node.finish(failures, error), fault=fault))
-
-    def all_exited(exits: list[WorkerExit]) -> None:
-        conclude(failures_from_exits(exits, request.log_dir))
-
-    if control.cancelled(request.generation):  # the last moment before torch starts workers
-        conclusion.send(lambda: GenerationResult(generation, log_dir=request.log_dir, cancelled=True))
+    conclusion = _Conclusion(out, LogRelay(request.log_dir, label=labels, muted=request.muted).start())
+    launch = _prepare(request, out.joined, control, warm=pool is not None)
+    if isinstance(launch, GenerationResult):
+        conclusion.send(lambda: launch)
         return
-    watch = WorkerWatch(request.nproc, all_exited, **watch_from)
-    labels.watch = watch
-    if node is not None:
-        node.abort = lambda: conclude((), None)
-        node.start_monitor(watch)
+    conclude = _concluder(request, conclusion, launch, pool)
+    if control.cancelled(request.generation):  # the last moment before torch starts workers
+        conclusion.send(lambda: GenerationResult(launch.generation, log_dir=request.log_dir, cancelled=True))
+        return
+    watch = _start_watch(request, launch, conclude, labels, pool)
     returned = threading.Event()
     threading.Thread(target=_bound_torch, args=(conclusion, returned, out), name="torch-bound", daemon=True).start()
-    control.in_torch.set()
-    try:
-        elastic_launch(config, entrypoint)(*args)
-        failures, error = (), None
-    except Abandoned:
-        failures, error = (), "torch's launcher did not return after the generation ended"
-    except ChildFailedError as exc:
-        failures, error = failures_from_torch(exc.failures, watch, request.log_dir), None
-    except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
-        failures, error = (), traceback.format_exception_only(exc)[-1].strip()
-    finally:
-        control.in_torch.clear()
+    env = workerenv.changes(request, launch.generation, warm=pool is not None,
+                            signals=torchcompat.signals_to_handle(launch.config))
+    with workerenv.applied(env):
+        failures, error = _run_torch(launch.config, *_entrypoint(request, pool), watch, control, request.log_dir)
     watch.stop()
     conclude(failures, error)
     returned.set()
+
+
+def _prepare(request: GenerationRequest, joined, control: AgentControl, *, warm: bool) -> _Launch | GenerationResult:
+    """The generation's LaunchConfig; in a multi-node job first this node's place in the generation, or the
+    GenerationResult that says why it has none (`joined`: agent.Output.joined)."""
+    start_method = "forkserver" if warm else "spawn"
+    if request.nodes is None:
+        return _Launch(request.generation, None, launchconfig.single_node(request, start_method))
+    entered = multinode.enter(request, joined)
+    if isinstance(entered, GenerationResult):
+        return entered
+    link, generation = entered
+    return _Launch(generation, multinode.NodeGeneration(request, link, generation, control),
+                   launchconfig.multi_node(request, generation, start_method))
+
+
+def _concluder(request: GenerationRequest, conclusion: _Conclusion, launch: _Launch, pool) -> Callable[..., None]:
+    """`conclude(failures, error)`: whoever sees the workers' end first sends this node's result (combined with the
+    others' in a multi-node job); a forkserver that died is named as the cause of its workers' exits."""
+
+    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
+        fault = forkserver_fault(pool, launch.generation) if failures or error else None
+        if launch.node is None:
+            conclusion.send(lambda: GenerationResult(launch.generation, failures=failures, error=error,
+                                                     log_dir=request.log_dir, fault=fault))
+        else:
+            conclusion.send(lambda: replace(launch.node.finish(failures, error), fault=fault))
+
+    return conclude
+
+
+def _records(request: GenerationRequest) -> str:
+    """Where warm workers write their ranks and exits (forkserver.worker_main.Record)."""
+    return os.path.join(request.log_dir, "workers")
+
+
+def _start_watch(request: GenerationRequest, launch: _Launch, conclude, labels: _RankLabels, pool) -> WorkerWatch:
+    """The watch that concludes once every worker has exited; in a multi-node job, the peers' monitor beside it."""
+    sources = {} if pool is None else {"parent": pool.server_pid, "records": _records(request), "exits": pool.exits}
+    watch = WorkerWatch(request.nproc, lambda exits: conclude(failures_from_exits(exits, request.log_dir)), **sources)
+    labels.watch = watch
+    if launch.node is not None:
+        launch.node.abort = lambda: conclude((), None)
+        launch.node.start_monitor(watch)
+    return watch
+
+
+def _entrypoint(request: GenerationRequest, pool) -> tuple[Any, tuple]:
+    """torch's entrypoint and its arguments: `python ARGS` (or the program in ARGS) for cold workers,
+    forkserver.worker_main for warm ones (their spec copies the agent's environment: ask for it while the generation's
+    is applied)."""
+    if pool is None:
+        argv = request.args if request.no_python else (request.python, *request.args)
+        return request.python, tuple(procs.dies_with_parent(argv, python=request.python)[1:])
+    from pai_launch.forkserver import worker_main
+
+    return worker_main.run_script, (pool.worker_spec(request, _records(request)),)
+
+
+def _run_torch(config, entrypoint, args: tuple, watch: WorkerWatch, control: AgentControl,
+               log_dir: str) -> tuple[tuple[WorkerFailure, ...], str | None]:
+    """torch's launcher, run to its end: (the failed workers, root cause first; a launcher error)."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    control.in_torch.set()
+    try:
+        elastic_launch(config, entrypoint)(*args)
+        return (), None
+    except Abandoned:
+        return (), "torch's launcher did not return after the generation ended"
+    except ChildFailedError as exc:
+        return failures_from_torch(exc.failures, watch, log_dir), None
+    except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
+        return (), traceback.format_exception_only(exc)[-1].strip()
+    finally:
+        control.in_torch.clear()
 
 
 def forkserver_fault(pool, generation: int) -> str | None:

@@ -32,15 +32,25 @@ import psutil
 
 from pai_launch.agent import generation as agent_generation
 from pai_launch.agent.control import AgentControl
+from pai_launch.agent.workers import helper_pids
+from pai_launch.linux import privatedir, procs
 from pai_launch.store import client
-from pai_launch.linux import privatedir
-from pai_launch.linux import procs
 from pai_launch.wire import codec
 from pai_launch.wire.protocol import (
-    REQUESTS, AgentReady, Cancel, ForkserverRestarted, GenerationRequest, GenerationResult, Joined, Ping, Pong, Retiring,
-    StopJob, StopRaised, WentCold,
+    REQUESTS,
+    AgentReady,
+    Cancel,
+    ForkserverRestarted,
+    GenerationRequest,
+    GenerationResult,
+    Joined,
+    Ping,
+    Pong,
+    Retiring,
+    StopJob,
+    StopRaised,
+    WentCold,
 )
-from pai_launch.agent.workers import helper_pids
 
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
 PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3

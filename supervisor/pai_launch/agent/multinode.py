@@ -16,17 +16,15 @@ import time
 
 import psutil
 
-from pai_launch.agent import torchcompat
+from pai_launch.agent import noderesult
 from pai_launch.agent.control import AgentControl
-from pai_launch.wire import crossnode
+from pai_launch.agent.noderesult import NodeFacts
 from pai_launch.savefmt import savedir
 from pai_launch.store.client import connect
-from pai_launch.wire.crossnode import JobStopped, Member, NodeOutcome, StoreLink, StoreLost
+from pai_launch.wire import crossnode
 from pai_launch.wire.protocol import GenerationRequest, GenerationResult, WorkerFailure
-
-GENERATION_ENV = "PAI_LAUNCH_GENERATION"
-#: With --nnodes MIN:MAX, how long a rendezvous that reached MIN waits for more nodes.
-LAST_CALL = 5.0
+from pai_launch.wire.storelink import JobStopped, StoreLink, StoreLost
+from pai_launch.wire.storevalues import Member, NodeOutcome
 
 
 def stop_workers(workers, grace: float) -> None:
@@ -162,44 +160,27 @@ class NodeGeneration:
     # --- once the workers are gone ----------------------------------------------------------------------
     def finish(self, failures: tuple[WorkerFailure, ...], error: str | None) -> GenerationResult:
         """Publish this node's outcome, read every member's, and return the combined result."""
-        stopped_at = self.stopped_at if self.stopped_at is not None else float("inf")
-        local = tuple(
-            WorkerFailure(f.rank, f.returncode, f.pid, f.log_tail, node=self.nodes.node_rank, host=self.host, at=f.at,
-                          collateral=f.at >= stopped_at - 0.05 or (index > 0 and crossnode.stopped_by_launcher(f.returncode)))
-            for index, f in enumerate(failures)
-        )
-        stopping = self.control.stopping
-        outcome = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=stopping)
-        outcomes = {self.nodes.node_rank: outcome}
-        if self.watch is not None and not self.watch.ranks and not failures:
-            # No worker ever ran here (the rendezvous failed, or the job ended before it did): nobody waits for this
-            # node's outcome, and nobody may join this generation any more.
-            self._done.set()
-            try:
-                self.link.abandon(self.generation)
-            except StoreLost:
-                pass
-            if self.stopped_by is not None:
-                return GenerationResult(self.generation, log_dir=self.request.log_dir, stopped_signal=self.stopped_by.signum,
-                                        stopped_reason=self.stopped_by.reason)
-            fatal = self.peer_fatal
-            why = error or self.store_error or "the generation ended before this node's workers started"
-            return GenerationResult(self.generation, error=None if fatal else why, fatal=fatal, log_dir=self.request.log_dir)
+        local = noderesult.local_failures(failures, self.nodes.node_rank, self.host, self.stopped_at)
+        own = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=self.control.stopping)
+        started = self.watch is None or bool(self.watch.ranks) or bool(failures)
+        return noderesult.decide(self._settle(own) if started else self._leave(error))
+
+    def _leave(self, error: str | None) -> NodeFacts:
+        """No worker ever ran here (the rendezvous failed, or the job ended before it did): nobody waits for this
+        node's outcome, and nobody may join this generation any more."""
+        self._done.set()
         try:
-            self._register(time.monotonic(), final=True)
-            self.link.publish(self.generation, outcome)
-            if self.stopped_by is None:
-                outcomes = self._gather(outcome)
-            if self.stopped_by is None:
-                self.link.check_stop()  # a stop raised while we gathered still wins over the failures it caused
-        except JobStopped as stop:
-            self.stopped_by = stop
-        except StoreLost as exc:
-            self.store_error = self.store_error or str(exc)
+            self.link.abandon(self.generation)
+        except StoreLost:
+            pass
+        return NodeFacts(self.generation, self.request.log_dir, started=False, error=error, stopped_by=self.stopped_by,
+                         store_error=self.store_error, peer_fatal=self.peer_fatal)
+
+    def _settle(self, own: NodeOutcome) -> NodeFacts:
+        """Exchange outcomes with the other members, then say this node has decided; what it knew when it did."""
+        outcomes = self._exchange(own)
         if self.stopped_by is None:
-            stopping = next((o.stopping for o in outcomes.values() if o.stopping is not None), None)
-            if stopping is not None:  # a node was stopping the job when its workers ended: they were stopped, not failed
-                self.stopped_by = JobStopped(*stopping)
+            self.stopped_by = noderesult.stop_among(outcomes)
         # Decided: what the peers did from here on (node 0 leaving once everyone has read) changes nothing.
         self._done.set()
         lost, store_error = dict(self.lost), self.store_error
@@ -209,16 +190,25 @@ class NodeGeneration:
                 self._wait_read(len(outcomes))
         except StoreLost:
             pass
-        if store_error and self.stopped_by is None:
-            lost[0] = f"(the job's store at {self.nodes.host}:{self.nodes.port}) is gone: {store_error}"
-        combined = crossnode.combine(list(outcomes.values()), lost)
-        members = max(1, len(self._members))
-        if self.stopped_by is not None:
-            return GenerationResult(self.generation, failures=combined.failures, log_dir=self.request.log_dir,
-                                    stopped_signal=self.stopped_by.signum, stopped_reason=self.stopped_by.reason,
-                                    members=members)
-        return GenerationResult(self.generation, failures=combined.failures, error=combined.error,
-                                log_dir=self.request.log_dir, fatal=combined.fatal, members=members)
+        return NodeFacts(self.generation, self.request.log_dir, started=True, outcomes=outcomes, lost=lost,
+                         stopped_by=self.stopped_by, store_error=store_error, store=f"{self.nodes.host}:{self.nodes.port}",
+                         members=max(1, len(self._members)))
+
+    def _exchange(self, own: NodeOutcome) -> tuple[NodeOutcome, ...]:
+        """This node's outcome published, and every member's read unless the job was stopped or the store is lost."""
+        outcomes = {own.node: own}
+        try:
+            self._register(time.monotonic(), final=True)
+            self.link.publish(self.generation, own)
+            if self.stopped_by is None:
+                outcomes = self._gather(own)
+            if self.stopped_by is None:
+                self.link.check_stop()  # a stop raised while we gathered still wins over the failures it caused
+        except JobStopped as stop:
+            self.stopped_by = stop
+        except StoreLost as exc:
+            self.store_error = self.store_error or str(exc)
+        return tuple(outcomes.values())
 
     def _gather(self, own: NodeOutcome) -> dict[int, NodeOutcome]:
         outcomes = {own.node: own}
@@ -262,7 +252,6 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
     except StoreLost as exc:
         return GenerationResult(request.generation, error=f"the job's store at {where} went away: {exc}", log_dir=request.log_dir)
     joined(generation, failures)
-    os.environ[GENERATION_ENV] = str(generation)
     if nodes.node_rank != 0 and not savedir.wait_shown(os.path.join(nodes.save_dir, savedir.INIT_OUTPUT), nodes.fs_settle):
         fatal = (f"node 0 started generation {generation}, but {nodes.save_dir}/{savedir.INIT_OUTPUT} (its init run's output) is not "
                  f"visible on this node after {nodes.fs_settle:g} s: the save folder must be on a file system every node shares")
@@ -274,16 +263,3 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
         return GenerationResult(generation, fatal=fatal, log_dir=request.log_dir)
     return link, generation
 
-
-def launch_config(request: GenerationRequest, generation: int, start_method: str = "spawn"):
-    nodes = request.nodes
-    assert nodes is not None
-    return torchcompat.launch_config(dict(
-        min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes, nproc_per_node=request.nproc,
-        run_id=crossnode.generation_rendezvous_id(nodes.job_id, generation), rdzv_backend="c10d",
-        rdzv_endpoint=f"{nodes.host}:{nodes.port}",
-        rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
-        max_restarts=0, monitor_interval=0.1, local_addr=nodes.local_addr,
-        logs_specs=torchcompat.logs_specs(request.log_dir),
-        shutdown_timeout=max(1, int(request.grace)), start_method=start_method,
-    ))

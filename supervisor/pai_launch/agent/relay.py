@@ -134,10 +134,12 @@ class _Tailed:
 
 class LogRelay:
     def __init__(self, log_dir: str, sinks: dict[str, BinaryIO] | None = None,
-                 label: Callable[[int], str] = lambda local_rank: f"[rank{local_rank}]", limits: Limits = Limits()) -> None:
+                 label: Callable[[int], str] = lambda local_rank: f"[rank{local_rank}]", limits: Limits = Limits(),
+                 muted: tuple[tuple[int, str], ...] = ()) -> None:
         """`sinks` maps "stdout"/"stderr" to where that stream's lines go (default: this process's own); `label` names
-        a local rank in the prefix."""
+        a local rank in the prefix; `muted` (local rank, stream) pairs are left in their files, never relayed."""
         self._label = label
+        self._muted = frozenset(muted)
         self._pattern = os.path.join(log_dir, "**", "attempt_*", "*", "std*.log")
         self._sinks = sinks
         self.limits = limits
@@ -180,6 +182,8 @@ class LogRelay:
             name = os.path.basename(path)
             local_rank = os.path.basename(os.path.dirname(path))
             if path in self._files or name not in _STREAMS or not local_rank.isdigit():
+                continue
+            if (int(local_rank), _STREAMS[name]) in self._muted:
                 continue
             self._files[path] = _Tailed(path, _STREAMS[name], self._label(int(local_rank)).encode())
         return list(self._files.values())

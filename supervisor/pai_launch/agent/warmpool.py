@@ -126,19 +126,23 @@ class WarmPool:
             self.server_pid = 0
 
     def worker_spec(self, request: GenerationRequest, records: str) -> dict:
-        """forkserver.worker_main.run_script's argument: the cold command `python [-u] SCRIPT ARGS` taken apart."""
+        """forkserver.worker_main.run_script's argument: the cold command `python [-u] SCRIPT ARGS` (or
+        `python [-u] -m MODULE ARGS`) taken apart."""
         args = list(request.args)
         unbuffered = bool(args) and args[0] == "-u"
         argv = args[1:] if unbuffered else args
-        script = argv[0]
+        module = argv[1] if argv[:1] == ["-m"] else None
+        if module is not None:
+            argv = ["-m", *argv[2:]]  # python's own argv while -m looks for the module; runpy then sets argv[0]
         path = list(self.cold_path)
         if not getattr(sys.flags, "safe_path", False):  # -P / PYTHONSAFEPATH exist from Python 3.11 on
-            path.insert(0, os.path.dirname(os.path.realpath(script)))
-        # The agent's environment already holds the request's (and a multi-node join's generation number): exactly
-        # what a cold worker inherits.
+            # What python puts first: the working directory for -m, else the script's folder.
+            path.insert(0, os.getcwd() if module is not None else os.path.dirname(os.path.realpath(argv[0])))
+        # Asked for while the agent's environment holds the generation's variables (agent.workerenv): exactly what
+        # a cold worker inherits.
         env = {key: value for key, value in os.environ.items() if key not in self.added_env}
         return {"server_pid": self.server_pid, "server_env": self.server_env, "env": env, "cwd": os.getcwd(),
-                "argv": argv, "sys_path": path, "unbuffered": unbuffered, "records": records}
+                "argv": argv, "module": module, "sys_path": path, "unbuffered": unbuffered, "records": records}
 
 
 def nvidia_driver_present(libraries: tuple[str, ...] = DRIVER_LIBRARIES) -> bool:

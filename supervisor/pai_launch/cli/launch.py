@@ -1,4 +1,5 @@
-"""The command line: parse options into a LaunchSpec, preflight it, then hand over to the runner.
+"""The command line: declare the options, build a LaunchSpec from them (cli.specbuilder), preflight it, then hand
+over to the runner.
 
 Everything after SCRIPT belongs to the script, as with torchrun. This is also the outer exit-code
 boundary: usage errors are one line and exit 2, and a bug anywhere is exit 70 (INTERNAL_ERROR)
@@ -11,24 +12,21 @@ import os
 import queue
 import sys
 import traceback
-from pathlib import Path
-from typing import Annotated, Optional
+from dataclasses import dataclass, field
 
 import typer
 
 try:  # recent typer carries its own copy of click
+    from typer._click.core import ParameterSource
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover - older typer on top of click
+    from click.core import ParameterSource
     from click.exceptions import UsageError
 
-from pai_launch import __version__
-from pai_launch.core import exitcodes
-from pai_launch.core import joboptions
-from pai_launch.core import nodes
+from pai_launch.cli import declared, specbuilder, torchrun_flags
+from pai_launch.cli.preflight import preflight
+from pai_launch.core import exitcodes, nodes
 from pai_launch.linux import procs
-from pai_launch.core import slurm
-from pai_launch.cli.preflight import default_nproc, parse_gpu_list, physical_gpu_count, preflight, visible_gpus
-from pai_launch.core.spec import LaunchSpec
 from pai_launch.wire.errors import LaunchError
 
 EPILOG = (
@@ -39,8 +37,9 @@ EPILOG = (
     "the command line wins.\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and PAI_LAUNCH_GENERATION "
     "(0 for the init run, then 1, 2, ...).\n\n"
     "Tools: pai-launch doctor SCRIPT [--json] checks a script against the PerforatedAI DDP protocol; "
-    "pai-launch status [SAVE] [--json] [--watch] [--timeline FILE.png] shows where a run stands. "
-    "(A script named doctor or status runs as ./doctor or ./status.)"
+    "pai-launch status [SAVE] [--json] [--watch] [--timeline FILE.png] shows where a run stands; "
+    "pai-launch env [--json] [--python PATH] prints what a bug report needs. "
+    "(A script named doctor, status or env runs as ./doctor, ./status or ./env.)"
 )
 
 app = typer.Typer(
@@ -51,178 +50,88 @@ app = typer.Typer(
 )
 
 
-def _version(value: bool) -> None:
-    if value:
-        print(f"pai-launch {__version__}")
-        raise typer.Exit(0)
-
-
-#: Every option but --fresh can also come from PAI_LAUNCH_<NAME> (a unit's Environment=, a container's -e); the
-#: command line wins. --fresh stays on the command line: from the environment it would move the save folder aside
-#: at every restart of a service, throwing away the resume it exists for.
-ENV_PREFIX = "PAI_LAUNCH_"
-
-
-def _option(*names: str, env: str | None, help: str, **kwargs) -> typer.models.OptionInfo:
-    return typer.Option(*names, help=help, envvar=None if env is None else ENV_PREFIX + env, **kwargs)
-
-
 @app.command(epilog=EPILOG)
 def launch(
     ctx: typer.Context,
-    script: Annotated[Path, typer.Argument(help="The training script (run with `python -u`).", show_default=False)],
-    script_args: Annotated[
-        Optional[list[str]], typer.Argument(help="Arguments for the script; everything after SCRIPT goes to it.", show_default=False)
-    ] = None,
-    nproc: Annotated[Optional[int], _option(
-        "--nproc", "--nproc-per-node", env="NPROC", show_default=False,
-        help="Worker processes on this machine. Default: the visible GPUs, else 1.")] = None,
-    save_name: Annotated[Optional[str], _option(
-        "--save-name", env="SAVE_NAME", show_default=False,
-        help="The save_name the script passes to UPA.perforate_model, relative to the working directory. [default: PAI]")] = None,
-    gpus: Annotated[Optional[str], _option(
-        "--gpus", env="GPUS", show_default=False,
-        help="GPUs to use, e.g. 0,1,2 (sets CUDA_VISIBLE_DEVICES; the init run gets the first).")] = None,
-    grace: Annotated[float, _option("--grace", env="GRACE", help="Seconds stopping processes may take before they are killed.")] = 30.0,
-    log_format: Annotated[str, _option("--log-format", env="LOG_FORMAT",
-                                       help="auto (console on a terminal, else JSON), console or json.")] = "auto",
-    log_dir: Annotated[Optional[Path], _option(
-        "--log-dir", env="LOG_DIR", show_default=False,
-        help="Keep every rank's stdout/stderr of every generation in files under DIR.")] = None,
-    poll: Annotated[bool, _option("--poll", env="POLL", help="Watch the save folder by polling (network file systems).")] = False,
-    reinit: Annotated[bool, _option("--reinit", env="REINIT",
-                                    help="Run the init run even when the save folder already holds its outputs.")] = False,
-    data_parallel: Annotated[bool, _option(
-        "--data-parallel", env="DATA_PARALLEL",
-        help="DataParallel workflow: init run, then one plain process with every GPU; no restarts.")] = False,
-    dry_run: Annotated[bool, _option("--dry-run", env="DRY_RUN",
-                                     help="Print the plan (commands, environment, directory) and start nothing.")] = False,
-    max_failures: Annotated[Optional[int], _option(
-        "--max-failures", env="MAX_FAILURES", show_default=False,
-        help="Consecutive failed generations without a new switch file before giving up (exit 4). With --data-parallel, "
-             "giving it allows retries (from the start). [default: 3]")] = None,
-    backoff: Annotated[float, _option("--backoff", env="BACKOFF",
-                                      help="Seconds before the first retry of a failed generation; doubles each time.")] = 1.0,
-    backoff_max: Annotated[float, _option("--backoff-max", env="BACKOFF_MAX", help="Longest wait between retries, in seconds.")] = 60.0,
-    stall_timeout: Annotated[Optional[float], _option(
-        "--stall-timeout", env="STALL_TIMEOUT", show_default=False,
-        help="Treat a generation as hung after this many seconds without any write to the save folder: SIGUSR1, then "
-             "stop and retry. Default: off.")] = None,
-    nnodes: Annotated[Optional[str], _option(
-        "--nnodes", env="NNODES", show_default=False,
-        help="Machines in the job: N, or MIN:MAX to go on with fewer when one is lost. [default: 1, or Slurm's]")] = None,
-    node_rank: Annotated[Optional[int], _option(
-        "--node-rank", env="NODE_RANK", show_default=False,
-        help="This machine's place, 0..N-1. Node 0 runs the init run and serves the rendezvous store at "
-             "--rdzv-endpoint. [default: 0, or SLURM_NODEID]")] = None,
-    rdzv_endpoint: Annotated[Optional[str], _option(
-        "--rdzv-endpoint", env="RDZV_ENDPOINT", show_default=False,
-        help="HOST[:PORT] of node 0, the same on every node (port default 29400). Needed with --nnodes above 1. "
-             "In Slurm: the first host of the job's node list, port 29400 + job id % 1000.")] = None,
-    rdzv_id: Annotated[Optional[str], _option(
-        "--rdzv-id", env="RDZV_ID", show_default=False,
-        help="The job's rendezvous id (each generation rendezvouses as ID-gN). Default: slurm-JOBID in Slurm, "
-             "else node 0's run id.")] = None,
-    rdzv_timeout: Annotated[float, _option(
-        "--rdzv-timeout", env="RDZV_TIMEOUT",
-        help="Seconds to wait for node 0's store and for every node to join a generation.")] = nodes.DEFAULT_RDZV_TIMEOUT,
-    local_addr: Annotated[Optional[str], _option(
-        "--local-addr", env="LOCAL_ADDR", show_default=False,
-        help="The address other machines reach this one's workers at (default: torch's choice from the host name).")] = None,
-    fs_settle: Annotated[Optional[float], _option(
-        "--fs-settle", env="FS_SETTLE", show_default=False,
-        help="Seconds a shared file system may take to show a file another machine wrote, before a generation counts "
-             "as having made no progress. Default: 30 with --nnodes above 1 or --poll, else 0.")] = None,
-    use_slurm: Annotated[Optional[bool], _option(
-        "--slurm/--no-slurm", env="SLURM", show_default=False,
-        help="Take the node count, node rank, rendezvous host, job id and GPUs from the Slurm job pai-launch runs in "
-             "(explicit options win). Default: when SLURM_JOB_ID is set.")] = None,
-    requeue_on: Annotated[Optional[str], _option(
-        "--requeue-on", env="REQUEUE_ON", show_default=False,
-        help="In Slurm: on this signal (e.g. USR1 from sbatch --signal=B:USR1@120) forward it to the workers, stop the "
-             "job cleanly and requeue it (scontrol requeue); the requeued job resumes from the save folder.")] = None,
-    cold: Annotated[bool, _option(
-        "--cold", env="COLD",
-        help="Start every worker as a fresh interpreter, not as a fork of the agent's preloaded forkserver.")] = False,
-    preload: Annotated[Optional[str], _option(
-        "--preload", env="PRELOAD", show_default=False,
-        help="Modules the forkserver imports once for every warm worker, comma-separated (empty: none). Modules that "
-             "touch CUDA are refused by its self-check. [default: torch,torch.distributed,perforatedai.utils_perforatedai]")] = None,
-    resume_from: Annotated[Optional[str], _option(
-        "--resume-from", env="RESUME_FROM", show_default=False,
-        help="What a restart resumes from, as the script loads it: switch (pass --pai_load_folder once SAVE holds a "
-             "switch_N.pt) or latest (once SAVE/latest.pt exists, so a crash before the first switch resumes "
-             "mid-generation). [default: what doctor reads in the script, else switch]")] = None,
-    no_doctor: Annotated[bool, _option(
-        "--no-doctor", env="NO_DOCTOR", help="Skip checking the script with pai-launch doctor before the run.")] = False,
-    metrics_port: Annotated[Optional[int], _option(
-        "--metrics-port", env="METRICS_PORT", show_default=False,
-        help="Serve Prometheus metrics on this port (0: any free port, logged). Default: off.")] = None,
-    metrics_host: Annotated[str, _option(
-        "--metrics-host", env="METRICS_HOST", help="The address --metrics-port listens on (0.0.0.0: every interface).")] = "127.0.0.1",
-    fresh: Annotated[bool, _option(
-        "--fresh", env=None,
-        help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")] = False,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
+    script: declared.Script,
+    script_args: declared.ScriptArgs = None,
+    module: declared.Module = False,
+    no_python: declared.NoPython = False,
+    nproc: declared.Nproc = None,
+    save_name: declared.SaveName = None,
+    gpus: declared.Gpus = None,
+    grace: declared.Grace = 30.0,
+    log_format: declared.LogFormat = "auto",
+    log_dir: declared.LogDir = None,
+    redirects: declared.Redirects = "0",
+    tee: declared.Tee = "0",
+    local_ranks_filter: declared.LocalRanksFilter = "",
+    poll: declared.Poll = False,
+    reinit: declared.Reinit = False,
+    data_parallel: declared.DataParallel = False,
+    dry_run: declared.DryRun = False,
+    max_failures: declared.MaxFailures = None,
+    backoff: declared.Backoff = 1.0,
+    backoff_max: declared.BackoffMax = 60.0,
+    stall_timeout: declared.StallTimeout = None,
+    nnodes: declared.Nnodes = None,
+    node_rank: declared.NodeRank = None,
+    rdzv_backend: declared.RdzvBackend = None,
+    rdzv_endpoint: declared.RdzvEndpoint = None,
+    rdzv_id: declared.RdzvId = None,
+    rdzv_timeout: declared.RdzvTimeout = nodes.DEFAULT_RDZV_TIMEOUT,
+    local_addr: declared.LocalAddr = None,
+    fs_settle: declared.FsSettle = None,
+    use_slurm: declared.UseSlurm = None,
+    requeue_on: declared.RequeueOn = None,
+    cold: declared.Cold = False,
+    preload: declared.Preload = None,
+    resume_from: declared.ResumeFrom = None,
+    no_doctor: declared.NoDoctor = False,
+    metrics_port: declared.MetricsPort = None,
+    metrics_host: declared.MetricsHost = "127.0.0.1",
+    fresh: declared.Fresh = False,
+    version: declared.Version = False,
 ) -> int:
     """Run PerforatedAI DistributedDataParallel training to completion: the init run, then one generation of
     workers per dendrite restructure, relaunched with --pai_load_folder until SAVE/.training_complete appears."""
-    inbox: queue.SimpleQueue = ctx.obj  # the signal handlers' queue, from run_command_line
-    env = dict(os.environ)
-    physical = physical_gpu_count()
+    typed = specbuilder.CommandLine.of(locals())  # first: the parameters alone, as typer converted them
+    invocation: Invocation = ctx.obj  # from run_command_line
+    host = specbuilder.Host.here()
     try:
-        gpu_list = parse_gpu_list(gpus) if gpus is not None else None
-        visible = visible_gpus(env, gpu_list, physical)
-        place = joboptions.resolve(
-            joboptions.PlaceOptions(nnodes, node_rank, rdzv_endpoint, rdzv_id, rdzv_timeout, local_addr, use_slurm,
-                                    requeue_on, nproc), env, visible)
-        nproc, allocation = place.nproc, place.allocation
-        spec = LaunchSpec(
-            script=script,
-            workdir=Path.cwd(),
-            python=sys.executable,
-            script_args=tuple(script_args or ()),
-            nproc=default_nproc(visible) if nproc is None else nproc,
-            save_name=save_name if save_name is not None else "PAI",
-            save_name_given=save_name is not None,
-            gpus=gpu_list,
-            grace=grace,
-            log_format=log_format,
-            log_dir=None if log_dir is None else log_dir.resolve(),
-            poll=poll,
-            reinit=reinit,
-            data_parallel=data_parallel,
-            dry_run=dry_run,
-            fresh=fresh,
-            max_failures=3 if max_failures is None else max_failures,
-            max_failures_given=max_failures is not None,
-            backoff=backoff,
-            backoff_max=backoff_max,
-            stall_timeout=stall_timeout,
-            nodes=place.nodes,
-            fs_settle_given=fs_settle,
-            requeue_on=place.requeue_on,
-            slurm_job_id=allocation.job_id if allocation else None,
-            slurm_restart_count=allocation.restart_count if allocation else 0,
-            slurm_step=allocation is not None and bool(env.get("SLURM_STEP_ID")),
-            cold=cold,
-            preload=None if preload is None else tuple(name.strip() for name in preload.split(",") if name.strip()),
-            resume_from=resume_from,
-            doctor=not no_doctor,
-            metrics_port=metrics_port,
-            metrics_host=metrics_host,
-        )
-        preflight(spec, nproc_given=nproc is not None, env=env, physical=physical)
+        built = specbuilder.build(typed, host)
+        preflight(built.spec, chosen_nproc=built.chosen_nproc, env=host.env, physical=host.physical_gpus)
     except LaunchError as exc:
         _error(str(exc))
         return exc.exit_code
-    if dry_run and place.from_slurm:
-        print(f"from Slurm (job {allocation.job_id}): " + "; ".join(slurm.taken(allocation, place.from_slurm)))
+    pet = _used_from_environment(ctx, invocation.pet)
+    if built.spec.dry_run:
+        for line in (_taken("from torchrun's options", invocation.torchrun.sources, vars(typed)),
+                     _taken("from torchrun's environment", pet.sources, vars(typed)), built.from_slurm,
+                     built.from_platform):
+            if line:
+                print(line)
     from pai_launch.cli.startup import launch_run
 
-    return launch_run(spec, env, visible, inbox)
+    return launch_run(built.spec, host.env, built.visible, invocation.inbox,
+                      [*invocation.torchrun.notes, *pet.notes, *built.notes])
+
+
+def _used_from_environment(ctx: typer.Context, pet: torchrun_flags.Read) -> torchrun_flags.Read:
+    """What of torchrun's variables the command used: an option the command line or PAI_LAUNCH_* gave is not theirs,
+    nor the note on how it was read."""
+    used = [param for param in pet.sources if ctx.get_parameter_source(param) == ParameterSource.DEFAULT_MAP]
+    dropped = {"--" + param.replace("_", "-") for param in pet.sources if param not in used}
+    notes = [(event, fields) for event, fields in pet.notes if fields.get("as_option", " ").split(" ")[0] not in dropped]
+    return torchrun_flags.Read({p: pet.options[p] for p in used}, {p: pet.sources[p] for p in used}, notes)
+
+
+def _taken(title: str, sources: dict[str, str], values: dict[str, object]) -> str | None:
+    """--dry-run's line naming the options that torchrun's flags or variables became: `--grace 5 (--shutdown-timeout)`."""
+    if not sources:
+        return None
+    return f"{title}: " + "; ".join(f"--{param.replace('_', '-')} {values[param]} ({source})"
+                                    for param, source in sources.items())
 
 
 def _error(message: str) -> None:
@@ -238,14 +147,45 @@ def _say(text: str) -> None:
         pass
 
 
-def run_command_line(argv: list[str], inbox: queue.SimpleQueue) -> int:
-    """Run the typer app without click's own exit handling, so usage errors are one line and exit 2.
+@dataclass(frozen=True)
+class Invocation:
+    """What reaches the command as typer's context object: the signal handlers' queue (where they put what they
+    catch), and the torchrun options read from the command line and from the environment."""
 
-    `inbox` (where the signal handlers put what they catch) reaches the command as typer's context object.
-    """
+    inbox: queue.SimpleQueue
+    torchrun: torchrun_flags.Read = field(default_factory=torchrun_flags.Read)
+    #: torchrun's variables (PET_*), read as options below the command line and PAI_LAUNCH_*.
+    pet: torchrun_flags.Read = field(default_factory=torchrun_flags.Read)
+
+
+def own_options(command) -> torchrun_flags.OwnOptions:
+    """The launch command's option spellings -> parameter, those taking a value apart from the flags."""
+    valued, flags = {}, {}
+    for param in command.params:
+        for name in (*param.opts, *getattr(param, "secondary_opts", ())):
+            if name.startswith("-"):
+                (flags if getattr(param, "is_flag", False) else valued)[name] = param.name
+    return torchrun_flags.OwnOptions(valued, flags)
+
+
+#: Invoked as torchrun, the defaults that are torchrun's rather than pai-launch's: one worker per node.
+TORCHRUN_DEFAULTS = {"nproc": "1"}
+
+
+def run_command_line(argv: list[str], inbox: queue.SimpleQueue, *, as_torchrun: bool = False) -> int:
+    """Run the typer app without click's own exit handling, so usage errors are one line and exit 2. torchrun's
+    options that pai-launch does not declare are read first (cli.torchrun_flags); `as_torchrun` (the command's name is
+    torchrun) gives torchrun's own defaults, below the command line and the environment."""
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="pai-launch", standalone_mode=False, obj=inbox)
+        rewritten = torchrun_flags.rewrite(argv, own_options(command), os.environ)
+        pet = torchrun_flags.from_env(os.environ)
+        defaults = {**(TORCHRUN_DEFAULTS if as_torchrun else {}), **pet.options}
+        result = command.main(args=rewritten.argv, prog_name="torchrun" if as_torchrun else "pai-launch",
+                              standalone_mode=False, obj=Invocation(inbox, rewritten.read, pet), default_map=defaults)
+    except LaunchError as exc:
+        _error(str(exc))
+        return exc.exit_code
     except UsageError as exc:
         _error(f"{exc.format_message()} (see pai-launch --help)")
         return exitcodes.USAGE

@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from pai_launch.cli import scriptfile
 from pai_launch.core import options
 from pai_launch.core.spec import LaunchSpec, PreflightError
 from pai_launch.linux import capacity
@@ -60,23 +61,20 @@ def default_nproc(visible: tuple[str, ...]) -> int:
     return len(visible) or 1
 
 
-def preflight(spec: LaunchSpec, *, nproc_given: bool, env: dict[str, str], physical: int,
+def preflight(spec: LaunchSpec, *, chosen_nproc: int | None, env: dict[str, str], physical: int,
               open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
     """Raise PreflightError for the first problem found; touch nothing: the options among themselves first (pure,
-    core.options), then against this machine. `open_files` reads the open-files limit (None: unlimited)."""
-    options.check(spec, nproc_given=nproc_given)
+    core.options; `chosen_nproc` as there), then against this machine. `open_files` reads the open-files limit (None:
+    unlimited)."""
+    options.check(spec, chosen_nproc=chosen_nproc)
     check_machine(spec, env=env, physical=physical, open_files=open_files)
 
 
 def check_machine(spec: LaunchSpec, *, env: dict[str, str], physical: int,
                   open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
-    """The spec against this machine: the script, the open-files limit, its GPUs, Slurm's tools, the modules to
+    """The spec against this machine: the script (module, program), the open-files limit, its GPUs, Slurm's tools, the modules to
     preload, the metrics address, the folders to write, torch."""
-    script = spec.script if spec.script.is_absolute() else spec.workdir / spec.script
-    if not script.exists():
-        raise PreflightError(f"script {spec.script} does not exist: check the path (relative to {spec.workdir})")
-    if not script.is_file():
-        raise PreflightError(f"script {spec.script} is not a file: give the training script's path")
+    scriptfile.check_exists(spec, env)
     too_many = capacity.open_files_problem(spec.nproc, open_files())
     if too_many:
         raise PreflightError(too_many)

@@ -8,18 +8,19 @@ import queue
 import sys
 import time
 
-from pai_launch.wire import log_events
-from pai_launch.savefmt import adoptions
-from pai_launch.linux import capacity
+from pai_launch.cli import scriptfile
 from pai_launch.core import exitcodes
-from pai_launch.supervise import logs
-from pai_launch.supervise import plan
-from pai_launch.savefmt import savedir
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.core.spec import MODULE, LaunchSpec
+from pai_launch.linux import capacity
+from pai_launch.savefmt import adoptions, savedir
+from pai_launch.supervise import logs, plan
+from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
 
 
-def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue) -> int:
+def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue,
+               notes: list[tuple[str, dict]] = ()) -> int:
+    """`notes`: warnings the run starts with besides the script check's (how torchrun's options were read)."""
     from pai_launch.supervise.coordination import open_job
     from pai_launch.supervise.runner import Runner
     from pai_launch.supervise.savefolder import move_aside
@@ -43,7 +44,8 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
             log.info(log_events.ALREADY_COMPLETE, save_folder=str(spec.save_dir), marker_written=when,
                      hint="nothing to do; use --fresh (or another --save-name) to train again")
             return exitcodes.COMPLETE
-        spec, notes = check_script(spec)
+        spec, checked = check_script(spec)
+        notes = [*notes, *checked]
         crowded = None if spec.data_parallel else capacity.cores_warning(spec.nproc, capacity.usable_cores())
         if crowded:
             notes.append((log_events.NPROC_ABOVE_CORES, crowded))
@@ -73,7 +75,10 @@ def check_script(spec: LaunchSpec) -> tuple[LaunchSpec, list[tuple[str, dict]]]:
 
 
 def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]:
-    script = spec.script if spec.script.is_absolute() else spec.workdir / spec.script
+    """Doctor reads the Python file the run starts in: a module's file; nothing for a program that is not Python."""
+    script = scriptfile.python_file(spec)
+    if script is None:
+        return None, []
     try:
         from pai_launch.doctor import diagnose
 
@@ -89,5 +94,5 @@ def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]
     if errors:
         notes.append((log_events.SCRIPT_CHECK, {
             "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),
-            "hint": f"details: pai-launch doctor {plan.script_arg(spec)}; starting anyway (--no-doctor skips the check)"}))
+            "hint": f"details: pai-launch doctor {script if spec.runs_as == MODULE else plan.script_arg(spec)}; starting anyway (--no-doctor skips the check)"}))
     return report.resume_stage, notes

@@ -1,4 +1,4 @@
-"""`pai-launch doctor` and `pai-launch status`: read-only tools with their own command lines.
+"""`pai-launch doctor`, `pai-launch status` and `pai-launch env`: read-only tools with their own command lines.
 
 They start nothing and never import torch. Usage errors are one line and exit 2, as for the launch command.
 """
@@ -16,8 +16,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch.core import exitcodes
-from pai_launch.core import seconds
+from pai_launch.core import exitcodes, seconds
 
 tools = typer.Typer(
     add_completion=False,
@@ -69,12 +68,41 @@ def status(
                            timeline=timeline, interval=interval)
 
 
+@tools.command("env", epilog="Exit codes: 0 shown (torch missing or its probe failing included: that is what the "
+                              "report is for); 2 bad usage, e.g. --python names no interpreter.")
+def env(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+    python: Annotated[Optional[str], typer.Option(
+        "--python", show_default=False,
+        help="The interpreter whose torch, CUDA and perforatedai to report. [default: pai-launch's own, which runs "
+             "the training]")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds to wait for that interpreter to import torch and answer.")] = 60.0,
+) -> int:
+    """What a bug report needs: versions, the interpreter, CUDA and GPUs, limits, and what a launch here would do."""
+    from pai_launch.cli import envfacts
+    from pai_launch.envreport import interpreter, render
+
+    bad_timeout = seconds.problem("--timeout", timeout)
+    if bad_timeout:
+        _error(bad_timeout)
+        return exitcodes.USAGE
+    try:
+        found = interpreter.resolve(sys.executable if python is None else python)
+    except interpreter.NoInterpreter as exc:
+        _error(str(exc))
+        return exitcodes.USAGE
+    facts = envfacts.gather(found, timeout)
+    print(render.render_json(facts) if as_json else render.render_text(facts))
+    return 0
+
+
 def _error(message: str) -> None:
     print(f"pai-launch: error: {message}", file=sys.stderr)
 
 
 def run_tool(argv: list[str]) -> int:
-    """Run `doctor ...` or `status ...`: one-line usage errors, exit 2."""
+    """Run `doctor ...`, `status ...` or `env ...`: one-line usage errors, exit 2."""
     command = typer.main.get_command(tools)
     try:
         result = command.main(args=argv, prog_name="pai-launch", standalone_mode=False)

@@ -4,7 +4,14 @@ are defined with the error class that carries one (wire.errors), which every pro
 import signal
 
 from pai_launch.wire.errors import (  # noqa: F401 - re-exported: the supervisor names them through here
-    BUDGET_EXHAUSTED, COMPLETE, INIT_FAILED, INTERNAL_ERROR, LAUNCHER_ERROR, NO_PROGRESS, SAVE_FOLDER, USAGE,
+    BUDGET_EXHAUSTED,
+    COMPLETE,
+    INIT_FAILED,
+    INTERNAL_ERROR,
+    LAUNCHER_ERROR,
+    NO_PROGRESS,
+    SAVE_FOLDER,
+    USAGE,
 )
 
 #: The signals pai-launch handles (supervise.signals installs the handlers; --requeue-on picks among them).

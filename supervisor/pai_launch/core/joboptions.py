@@ -1,14 +1,19 @@
-"""Where a run sits among machines: the multi-node options, filled in from the Slurm allocation pai-launch runs in
-(explicit options win), and the --requeue-on signal. Pure: environment in, values or a one-line error out."""
+"""Where a run sits among machines: the multi-node options, filled in from the Slurm allocation pai-launch runs in or
+else the platform it runs on (core.platforms; explicit options win), this node's rank found from its host name where
+the rendezvous is c10d's and no rank is given, and the --requeue-on signal. Pure: environment in, values or a one-line
+error out."""
 
 from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
 
-from pai_launch.core import nodes
-from pai_launch.core import exitcodes, slurm
+from pai_launch.core import exitcodes, nodes, platforms, slurm
 from pai_launch.core.spec import PreflightError
+
+#: --rdzv-backend's values: static (a node without a rank is node 0, as torchrun's static rendezvous has it) and c10d
+#: (ranks are torchrun's by arrival: a node without one finds it from its host name, or is refused).
+BACKENDS = ("static", "c10d")
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,9 @@ class PlaceOptions:
     use_slurm: bool | None = None
     requeue_on: str | None = None
     nproc: int | None = None
+    rdzv_backend: str | None = None
+    #: This machine's host name (for a c10d rendezvous without a node rank).
+    hostname: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,19 +42,64 @@ class Place:
     allocation: slurm.SlurmAllocation | None
     #: Option name -> the value taken from Slurm (for --dry-run).
     from_slurm: dict[str, object] = field(default_factory=dict)
+    #: The platform detected outside Slurm, and the options taken from it (for --dry-run).
+    platform: platforms.Placement | None = None
+    from_platform: list[str] = field(default_factory=list)
 
 
 def resolve(options: PlaceOptions, env: dict[str, str], visible: tuple[str, ...]) -> Place:
-    """NodesError, SlurmError or PreflightError name the first problem."""
+    """NodesError, SlurmError, PlatformError or PreflightError name the first problem."""
+    if options.rdzv_backend is not None and options.rdzv_backend not in BACKENDS:
+        raise PreflightError(f"--rdzv-backend {options.rdzv_backend!r} is not supported: pai-launch's rendezvous is "
+                             f"c10d in a store node 0 serves; give c10d or static")
     allocation = _allocation(options.use_slurm, env, nnodes_given=options.nnodes is not None)
     used: dict[str, object] = {}
     nnodes, node_rank, endpoint, rdzv_id, nproc = (options.nnodes, options.node_rank, options.endpoint, options.rdzv_id,
                                                    options.nproc)
+    placement, from_platform = None, []
     if allocation is not None:
         nnodes, node_rank, endpoint, rdzv_id, nproc = _slurm_defaults(allocation, used, nnodes, node_rank, endpoint,
                                                                       rdzv_id, nproc, visible)
-    place = _nodes(nnodes or "1", node_rank or 0, endpoint, rdzv_id, options.rdzv_timeout, options.local_addr)
-    return Place(place, nproc, requeue_signal(options.requeue_on, allocation), allocation, used)
+    else:
+        placement = platforms.detect(env)
+        given = {"nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": endpoint}
+        from_platform = _platform_defaults(placement, given) if placement is not None else []
+        nnodes, node_rank, endpoint = given["nnodes"], given["node_rank"], given["rdzv_endpoint"]
+    if node_rank is None and options.rdzv_backend == "c10d" and endpoint is not None and _multi(nnodes):
+        node_rank, placement = _rank_by_host(nnodes or "1", endpoint, options.hostname, placement)
+        from_platform.append("node_rank")
+    place = _nodes(nnodes or "1", int(node_rank or 0), endpoint, rdzv_id, options.rdzv_timeout, options.local_addr)
+    return Place(place, nproc, requeue_signal(options.requeue_on, allocation), allocation, used, placement, from_platform)
+
+
+def _multi(nnodes: str | None) -> bool:
+    return nodes.parse_nnodes(nnodes or "1")[1] > 1
+
+
+def _platform_defaults(placement: platforms.Placement, given: dict[str, object]) -> list[str]:
+    """Fill what the options left open from the platform's values; the options taken. The environment's own
+    MASTER_ADDR and NODE_RANK, known to no platform, count only in a job of several nodes."""
+    if placement.platform == platforms.GENERIC and not _multi(given["nnodes"]):
+        return []
+    taken = [option for option, value in placement.values.items() if given.get(option) is None]
+    for option in taken:
+        given[option] = int(placement.values[option]) if option == "node_rank" else placement.values[option]
+    return taken
+
+
+def _rank_by_host(nnodes: str, endpoint: str, hostname: str,
+                  placement: platforms.Placement | None) -> tuple[int, platforms.Placement]:
+    """A c10d rendezvous gives no node rank: node 0 is the rendezvous host, the others are found by their pod's name."""
+    host = nodes.parse_endpoint(endpoint)[0]
+    found = platforms.node_rank_by_host(hostname, host)
+    if found is None:
+        raise PreflightError(f"this node's rank is unknown: a c10d rendezvous at {endpoint} gives none, and this host "
+                             f"({hostname or 'no name'}) is not the rendezvous host nor named like its pods: set "
+                             f"PET_NODE_RANK (or --node-rank) on every node, 0 on {host}")
+    rank, why = found
+    placement = placement or platforms.Placement("the host name", "a c10d rendezvous without a node rank")
+    placement.values["node_rank"], placement.source["node_rank"] = str(rank), why
+    return rank, placement
 
 
 def _allocation(use_slurm: bool | None, env: dict[str, str], *, nnodes_given: bool) -> slurm.SlurmAllocation | None:
@@ -99,6 +152,8 @@ def requeue_signal(name: str | None, allocation: slurm.SlurmAllocation | None) -
 def _nodes(nnodes: str, node_rank: int, endpoint: str | None, rdzv_id: str | None, timeout: float,
            local_addr: str | None) -> nodes.Nodes:
     low, high = nodes.parse_nnodes(nnodes)
+    if high == 1 and endpoint is not None and endpoint.rpartition(":")[2] == "0":
+        endpoint = None  # torchrun's "any free port" on one machine, which is what one node does anyway
     host, port = nodes.parse_endpoint(endpoint) if endpoint is not None else ("localhost", nodes.DEFAULT_PORT)
     spec = nodes.Nodes(min_nodes=low, max_nodes=high, node_rank=node_rank, host=host, port=port, rdzv_id=rdzv_id,
                        rdzv_timeout=timeout, local_addr=local_addr)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import posixpath
 
 from pai_launch.core import seconds
-from pai_launch.core.spec import LOG_FORMATS, RESERVED_SCRIPT_FLAGS, RESUME_STAGES, LaunchSpec, PreflightError
+from pai_launch.core.spec import LOG_FORMATS, PROGRAM, RESERVED_SCRIPT_FLAGS, RESUME_STAGES, LaunchSpec, PreflightError
 
 
-def check(spec: LaunchSpec, *, nproc_given: bool) -> None:
-    """Raise PreflightError for the first option that is out of range or contradicts another."""
+def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
+    """Raise PreflightError for the first option that is out of range or contradicts another. `chosen_nproc` is the
+    worker count asked for (--nproc, or the GPUs Slurm gave this node); None: left to the visible GPUs."""
     _check_seconds(spec)
     for arg in spec.script_args:
         name = arg.split("=", 1)[0]
@@ -18,7 +19,7 @@ def check(spec: LaunchSpec, *, nproc_given: bool) -> None:
             raise PreflightError(f"remove {name} from the script's arguments: pai-launch adds it itself when needed")
     if spec.nproc < 1:
         raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc 2")
-    if spec.data_parallel and nproc_given and spec.nproc != 1:
+    if spec.data_parallel and chosen_nproc not in (None, 1):
         raise PreflightError("--nproc has no effect with --data-parallel (one process uses every GPU): drop --nproc")
     if spec.max_failures < 1:
         raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to allow, e.g. 3")
@@ -30,6 +31,9 @@ def check(spec: LaunchSpec, *, nproc_given: bool) -> None:
         if spec.fresh and not spec.nodes.coordinator:
             raise PreflightError("--fresh is node 0's to give (it moves the shared save folder aside): drop it on this node")
     if spec.preload is not None:
+        if spec.runs_as == PROGRAM:
+            raise PreflightError("--preload has no effect with --no-python (a program that is not Python starts "
+                                 "cold): drop one of them")
         if spec.cold:
             raise PreflightError("--preload has no effect with --cold (no forkserver): drop one of them")
         for name in spec.preload:
@@ -49,7 +53,7 @@ def _check_seconds(spec: LaunchSpec) -> None:
     """Every option in seconds is finite and in its range (seconds.RANGES)."""
     given = {"--grace": spec.grace, "--backoff": spec.backoff, "--backoff-max": spec.backoff_max,
              "--stall-timeout": spec.stall_timeout, "--rdzv-timeout": spec.nodes.rdzv_timeout,
-             "--fs-settle": spec.fs_settle_given}
+             "--fs-settle": spec.fs_settle}
     for option, value in given.items():
         found = None if value is None else seconds.problem(option, value)
         if found:

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pai_launch.core import exitcodes
-from pai_launch.core import repeats
+from pai_launch.core import exitcodes, repeats
 from pai_launch.core.actions import Action, KillRun, RecheckProgress, ScheduleRetry
-from pai_launch.core.events import Cause, Failure, GenerationEnded, GenerationRefused
+from pai_launch.core.events import GenerationEnded, GenerationRefused
+from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.state import (
-    STALL_SIGNAL, Phase, Policy, State, StopCause, finish, finish_stopping, start_generation, stopping_to_retry,
+    STALL_SIGNAL,
+    Phase,
+    Policy,
+    State,
+    StopCause,
+    finish,
+    finish_stopping,
+    start_generation,
+    stopping_to_retry,
 )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pai_launch.wire import failure_causes
-from pai_launch.core.events import Cause, Failure
+from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.state import Policy, State
+from pai_launch.wire import failure_causes
 
 
 def retry_can_fix(failure: Failure) -> bool:

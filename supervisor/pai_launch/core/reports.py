@@ -3,11 +3,11 @@ service manager shows (systemd's STATUS=), both from the typed state."""
 
 from __future__ import annotations
 
-from pai_launch.wire import log_events
-from pai_launch.wire import failure_causes
-from pai_launch.core.events import Cause, Failure, GenerationEnded
+from pai_launch.core.events import GenerationEnded
 from pai_launch.core.exitcodes import describe_returncode
+from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.state import Phase, Policy, State
+from pai_launch.wire import failure_causes, log_events
 
 
 def generation_end(event: GenerationEnded, state: State, duration: float) -> tuple[str, dict]:

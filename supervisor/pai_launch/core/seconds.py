@@ -33,6 +33,8 @@ RANGES = {
     "--fs-settle": Range(0.0, DAY, True, "30"),
     #: pai-launch status --watch's redraw interval.
     "--interval": Range(0.0, 3600.0, False, "2"),
+    #: How long pai-launch env waits for its probe of the run's interpreter (importing torch can take a while).
+    "--timeout": Range(0.0, 3600.0, False, "60"),
 }
 
 

@@ -23,6 +23,9 @@ ENV_FIX = ("run pai-launch in the Slurm job's own environment (sbatch, salloc or
 #: Under srun the job step's own (a step may use part of the allocation; SLURM_NODEID counts within it), else the job's.
 NODE_COUNT_VARIABLES = ("SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
 NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+#: Every SLURM_* variable a launch reads (pai-launch env shows them).
+READ_VARIABLES = ("SLURM_JOB_ID", *NODE_COUNT_VARIABLES, *NODELIST_VARIABLES, "SLURM_NODEID", "SLURM_GPUS_ON_NODE",
+                  "SLURM_RESTART_COUNT", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS")
 #: The most hosts a node list may expand to; checked before any list is built.
 MAX_HOSTS = 100_000
 

@@ -1,6 +1,7 @@
 """The launch specification built from the command line, and the policy the state machine follows from it.
 
-Pure values: cli.preflight checks a spec against the machine before anything starts.
+Pure values: cli.specbuilder resolves a spec from the command line, and cli.preflight checks it against the machine
+before anything starts.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pai_launch.core.nodes import Nodes
 from pai_launch.core.state import Policy
 from pai_launch.wire.errors import LaunchError
-from pai_launch.core.nodes import Nodes
 
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 #: --resume-from's choices: the checkpoint a restart resumes from.
@@ -24,6 +25,13 @@ AGENT_SILENCE_TEST_ENV = "PAI_LAUNCH_TEST_AGENT_SILENCE"
 #: How long a file written on another node may take to show up here: NFS caches directory attributes
 #: for up to 30 s by default (acdirmin). Used with --nnodes above 1 or --poll; 0 on one machine.
 SHARED_FS_SETTLE = 30.0
+#: The save folder without --save-name: perforate_model's own default.
+DEFAULT_SAVE_NAME = "PAI"
+#: Consecutive failed generations allowed without --max-failures.
+DEFAULT_MAX_FAILURES = 3
+#: How SCRIPT is run, as torchrun's -m and --no-python say: `python -u SCRIPT`, `python -u -m MODULE`, or the program
+#: itself with no interpreter.
+SCRIPT, MODULE, PROGRAM = "script", "module", "program"
 
 
 class PreflightError(LaunchError):
@@ -42,23 +50,30 @@ class LaunchSpec:
     workdir: Path
     python: str
     script_args: tuple[str, ...] = ()
+    #: SCRIPT, MODULE (`script` names a module, -m) or PROGRAM (`script` is run without python, --no-python).
+    runs_as: str = SCRIPT
     nproc: int = 1
-    save_name: str = "PAI"
-    save_name_given: bool = False
+    save_name: str = DEFAULT_SAVE_NAME
+    #: No --save-name: the folder the script really writes may become the save folder (a folder recorded as adopted
+    #: for this command is used, and an init run that writes elsewhere has its folder adopted).
+    adopt_save_folder: bool = True
     #: save_name comes from the record of adopted folders; this was the command's own (its key in that record).
     adopted_from: str | None = None
     gpus: tuple[str, ...] | None = None
     grace: float = 30.0
     log_format: str = "auto"
     log_dir: Path | None = None
+    #: (local rank, "stdout" or "stderr") the console does not show (--redirects, --local-ranks-filter); files keep all.
+    muted: tuple[tuple[int, str], ...] = ()
     poll: bool = False
     reinit: bool = False
     data_parallel: bool = False
     dry_run: bool = False
     fresh: bool = False
-    max_failures: int = 3
-    #: --max-failures was given: the user asked for retries (DataParallel runs are retried only then).
-    max_failures_given: bool = False
+    max_failures: int = DEFAULT_MAX_FAILURES
+    #: --max-failures names a budget: DataParallel runs are retried only then, and a crash that repeats after training
+    #: started is retried up to it, not only once.
+    retries_requested: bool = False
     backoff: float = 1.0
     backoff_max: float = 60.0
     stall_timeout: float | None = None
@@ -70,8 +85,8 @@ class LaunchSpec:
     slurm_restart_count: int = 0
     #: Running as a task of a Slurm job step (srun): Slurm signals every process of the step itself.
     slurm_step: bool = False
-    #: --fs-settle; None: SHARED_FS_SETTLE on a shared file system (several nodes, --poll), else 0.
-    fs_settle_given: float | None = None
+    #: Seconds a shared file system may take to show a file another node wrote (--fs-settle, else default_fs_settle).
+    fs_settle: float = 0.0
     #: --cold: workers are fresh interpreters; else forks of the agent's forkserver, preloaded with `preload`
     #: (None: the agent's default).
     cold: bool = False
@@ -96,21 +111,20 @@ class LaunchSpec:
     def save_dir(self) -> Path:
         return self.workdir / self.save_name
 
-    @property
-    def fs_settle(self) -> float:
-        if self.fs_settle_given is not None:
-            return self.fs_settle_given
-        return SHARED_FS_SETTLE if (self.nodes.multi or self.poll) else 0.0
+
+def default_fs_settle(nodes: Nodes, poll: bool) -> float:
+    """Without --fs-settle: SHARED_FS_SETTLE where the save folder is shared (several nodes, --poll), else 0."""
+    return SHARED_FS_SETTLE if (nodes.multi or poll) else 0.0
 
 
 def policy_for(spec: LaunchSpec, environ: Mapping[str, str]) -> Policy:
     """What the state machine is asked to do, from the command line (and, for tests, AGENT_SILENCE_TEST_ENV)."""
     return Policy(
-        grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.max_failures_given,
-        max_failures=spec.max_failures, retry_repeats=spec.max_failures_given, backoff_initial=spec.backoff,
+        grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.retries_requested,
+        max_failures=spec.max_failures, retry_repeats=spec.retries_requested, backoff_initial=spec.backoff,
         backoff_max=spec.backoff_max,
-        stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace), save_name_given=spec.save_name_given,
-        multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
+        stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace),
+        adopt_save_folder=spec.adopt_save_folder, multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,
         node_rank=spec.nodes.node_rank, requeue_on=spec.requeue_on,
         signals_reach_workers=spec.slurm_step, agent_silence=None if spec.data_parallel else agent_silence(environ),
     )

@@ -76,8 +76,9 @@ class Policy:
     #: Seconds the agent running a generation may leave the supervisor's heartbeat unanswered before it counts as
     #: hung (stopped, killed, replaced); None: not watched (DataParallel has no agent).
     agent_silence: float | None = None
-    #: --save-name was given: an init run that writes elsewhere is an error, not a folder to adopt.
-    save_name_given: bool = False
+    #: No --save-name: an init run that writes its settings to another folder has that folder adopted; with one, it is
+    #: a usage error.
+    adopt_save_folder: bool = True
     #: Start the node's agent when the run starts (it warms up during the init run), not with the first generation.
     agent_ahead: bool = True
     #: Several nodes: a stop here is announced to the whole job, and a job-wide stop ends this node's run.

@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pai_launch.doctor import checks_api
-from pai_launch.doctor import checks_loop
-from pai_launch.doctor import checks_setup
+from pai_launch.doctor import checks_api, checks_loop, checks_setup
 from pai_launch.doctor import names as doctor_names
 from pai_launch.doctor import save as doctor_save
-from pai_launch.doctor.flow import walk
 from pai_launch.doctor.model import ERROR, WARNING, DoctorError, Finding, Report
 from pai_launch.doctor.project import Project
+from pai_launch.doctor.walker import walk
 
 __all__ = ["EXIT_PARSE_ERROR", "DoctorError", "Finding", "Report", "check_script", "exit_code", "render_json",
            "render_text"]

@@ -1,4 +1,5 @@
-"""Runs in a warm worker, a fork of the agent's forkserver: the user's script, as `python -u SCRIPT ARGS` would run it.
+"""Runs in a warm worker, a fork of the agent's forkserver: the user's script, as `python -u SCRIPT ARGS` (or
+`python -u -m MODULE ARGS`) would run it.
 
 A fork starts where the server stood, so first everything a fresh interpreter would give the script is put back:
 its own session, death with the server, the environment (the run's, plus what torch set for this rank), the working
@@ -48,7 +49,7 @@ def run_script(spec: dict) -> None:
     record = Record(spec["records"])
     record.started()
     os._exit = record.exiting  # the script's os._exit still leaves at once, but says so first
-    code = _run(os.path.abspath(spec["argv"][0]))
+    code = _run_module(spec["module"]) if spec.get("module") else _run(os.path.abspath(spec["argv"][0]))
     _join_threads()
     _run_atexit_handlers()
     _flush()
@@ -156,8 +157,31 @@ def _unbuffered_stdio() -> None:
 
 
 def _run(script: str) -> int:
+    return _ended(lambda: runpy.run_path(script, run_name="__main__"), script)
+
+
+def _run_module(name: str) -> int:
+    """`python -m NAME`: the module (a package's __main__) runs as __main__, with its file as argv[0]."""
+    return _ended(lambda: runpy.run_module(name, run_name="__main__", alter_sys=True), _module_file(name))
+
+
+def _module_file(name: str) -> str:
+    """The file -m runs for `name`, whose frames start its traceback ("" when it cannot be found: runpy says why)."""
+    import importlib.util
+
     try:
-        runpy.run_path(script, run_name="__main__")
+        found = importlib.util.find_spec(name)
+        if found is not None and found.submodule_search_locations is not None:
+            found = importlib.util.find_spec(name + ".__main__")
+    except (ImportError, ValueError):
+        return ""
+    return os.path.abspath(found.origin) if found is not None and found.origin else ""
+
+
+def _ended(run, script: str) -> int:
+    """Run the script; the exit code a fresh interpreter would leave with (negative: death by that signal)."""
+    try:
+        run()
         return 0
     except SystemExit as exc:
         return exit_code(exc.code)

@@ -20,12 +20,13 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 #: Runs as `python -S -c EXEC_WITH_PDEATHSIG PARENT_PID PROGRAM ARGS...`: arm SIGKILL-on-parent-death,
-#: make sure the parent did not die before that, then become PROGRAM (exec keeps the setting).
+#: make sure the parent did not die before that, then become PROGRAM (exec keeps the setting; a name without a
+#: slash is looked up on PATH, as a shell would: --no-python's program).
 EXEC_WITH_PDEATHSIG = (
     "import ctypes,os,sys\n"
     "ctypes.CDLL(None,use_errno=True).prctl(1,9,0,0,0)\n"
     "if os.getppid()!=int(sys.argv[1]):os._exit(137)\n"
-    "os.execv(sys.argv[2],sys.argv[2:])\n"
+    "os.execvp(sys.argv[2],sys.argv[2:])\n"
 )
 
 

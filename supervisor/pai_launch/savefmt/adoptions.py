@@ -54,7 +54,7 @@ def resolve(spec: LaunchSpec) -> tuple[LaunchSpec, Adoption | None]:
     """The spec with the folder adopted for this command as its save folder, and that adoption (None: the spec as it
     is). Only without --save-name. StateError: the record is unreadable, or names a folder that is gone (restoring it
     resumes; --fresh starts over there), since starting over unasked would train again from nothing."""
-    if spec.save_name_given:
+    if not spec.adopt_save_folder:
         return spec, None
     found = find(spec.workdir, spec)
     if found is None:

@@ -15,9 +15,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from pai_launch.savefmt import safeopen
-from pai_launch.savefmt import savedir
-from pai_launch.savefmt import statedir
+from pai_launch.savefmt import safeopen, savedir, statedir
 
 QUARANTINE = Path(".pai-launch") / "quarantine"
 #: A header larger than this is not a real one (safetensors itself caps it at 100 MB).

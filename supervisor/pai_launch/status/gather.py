@@ -15,13 +15,12 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from pai_launch.savefmt import adoptions
-from pai_launch.savefmt import savedir
+from pai_launch.savefmt import adoptions, savedir
+from pai_launch.savefmt.pai_files import config_facts, dendrites, listing, prefix, read_text, scores, switch_epochs
 from pai_launch.savefmt.record import EVENTS_FILE, STATE_DIR, STATE_FILE
 from pai_launch.status.events import history, parse_lines
 from pai_launch.status.live import supervisors
 from pai_launch.status.model import RunStatus, StatusError
-from pai_launch.savefmt.pai_files import config_facts, dendrites, listing, prefix, read_text, scores, switch_epochs
 from pai_launch.status.pai import inferred_run
 from pai_launch.status.render import render_json, render_text
 from pai_launch.status.summary import Facts, summarise

@@ -16,7 +16,8 @@ import re
 import socket
 from pathlib import Path
 
-from pai_launch.savefmt.locks import PathLock, flock_holders, peer_of, trusted
+from pai_launch.savefmt.folderlock import flock_holders
+from pai_launch.savefmt.pathlock import PathLock, peer_of, trusted
 from pai_launch.savefmt.record import STATE_DIR
 from pai_launch.status.model import Supervisor
 

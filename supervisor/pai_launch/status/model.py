@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pai_launch.savefmt.pai_files import Dendrites, Scores  # noqa: F401 - part of RunStatus
 
+
 class StatusError(Exception):
     """The folder cannot be shown (missing, not a save folder) or the picture cannot be drawn: one line naming the
     folder or file, the problem and the fix."""
@@ -76,6 +77,20 @@ class Problem:
     time: float | None
     kind: str  # the event name: retry_scheduled, stall_detected, checkpoint_quarantined, ...
     text: str
+
+
+@dataclass
+class History:
+    """The run's story as its events file tells it (status.events, through status.story's handlers), before the
+    folder's files are read."""
+
+    sessions: list[Session] = field(default_factory=list)
+    init: InitRun | None = None
+    generations: list[Generation] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    retries: int = 0
+    first: float | None = None
+    last: float | None = None
 
 
 @dataclass

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pai_launch.status.events import History
 from pai_launch.status.model import (
-    FAILED, INTERRUPTED, RUNNING, Dendrites, Generation, InitRun, RunStatus, Scores, Supervisor,
+    FAILED,
+    INTERRUPTED,
+    RUNNING,
+    Dendrites,
+    Generation,
+    History,
+    InitRun,
+    RunStatus,
+    Scores,
+    Supervisor,
 )
 
 

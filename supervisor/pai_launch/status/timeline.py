@@ -10,11 +10,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from pai_launch.savefmt.atomic import write_atomically
+from pai_launch.savefmt.pai_files import best_so_far
 from pai_launch.savefmt.savedir import switch_number
 from pai_launch.status.model import COMPLETE, FAILED, REJECTED, RESTRUCTURED, RUNNING, STOPPED, RunStatus, StatusError
-from pai_launch.savefmt.pai_files import best_so_far
 from pai_launch.status.summary import duration
 
 COLOURS = {"init": "#9e9e9e", RESTRUCTURED: "#43a047", REJECTED: "#9ccc65", COMPLETE: "#1e88e5", FAILED: "#e53935", STOPPED: "#fb8c00",
@@ -98,7 +99,24 @@ def draw_timeline(status: RunStatus, png: Path) -> None:
     def x(t: float) -> float:
         return (t - origin) / scale
 
-    seen: set[str] = set()
+    seen: set[str] = set()  # what the legend already names
+    _draw_spans(axis, found, x, seen)
+    _draw_generation_ends(axis, status, x, seen)
+    axis.set_ylim(-1, 1)
+    axis.set_yticks([])
+    axis.set_xlabel(f"time since the run started ({unit})")
+    _draw_scores(axis, status, x)
+    dendrites = status.dendrites.count
+    axis.set_title(f"{Path(status.save).name}: {status.state}, {len(status.generations)} generation(s), "
+                   f"{'?' if dendrites is None else dendrites} dendrite(s), {duration(status.elapsed)}", fontsize=10)
+    if seen:
+        axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, ncol=8, frameon=False)
+    figure.tight_layout()
+    _save(figure, Path(png))
+
+
+def _draw_spans(axis, found: list[Span], x: Callable[[float], float], seen: set[str]) -> None:
+    """A bar per span, coloured by its kind and labelled (a restart gap hatched, thinner); each kind named once."""
     for span in found:
         width = max(x(span.end) - x(span.start), 0.002 * max(1.0, x(found[-1].end)))
         if span.kind == "gap":
@@ -109,6 +127,10 @@ def draw_timeline(status: RunStatus, png: Path) -> None:
                       linewidth=0.5, label=None if span.kind in seen else span.kind)
             axis.text(x(span.start) + width / 2, 0, span.label, ha="center", va="center", fontsize=8)
         seen.add(span.kind)
+
+
+def _draw_generation_ends(axis, status: RunStatus, x: Callable[[float], float], seen: set[str]) -> None:
+    """A cross where a generation failed, a dotted line where one added dendrites."""
     for g in status.generations:
         if g.started is None or g.duration is None:
             continue
@@ -119,24 +141,19 @@ def draw_timeline(status: RunStatus, png: Path) -> None:
             seen.add("failure")
         elif g.outcome == RESTRUCTURED:
             axis.axvline(end, color="#2e7d32", linestyle=":", linewidth=1)
-    axis.set_ylim(-1, 1)
-    axis.set_yticks([])
-    axis.set_xlabel(f"time since the run started ({unit})")
+
+
+def _draw_scores(axis, status: RunStatus, x: Callable[[float], float]) -> None:
+    """The best score so far as a step line on a second y axis, with its own legend; nothing without scores."""
     points = score_points(status)
-    if points:
-        scores = axis.twinx()
-        label = "best score so far" if status.scores.best is not None else "validation score"
-        scores.step([x(t) for t, _ in points], [s for _, s in points], where="post", color="#000000", linewidth=1.4,
-                    marker=".", label=label)
-        scores.set_ylabel(f"{label} ({status.scores.direction or 'direction unknown'})")
-        scores.legend(loc="upper right", fontsize=8, framealpha=0.8)
-    dendrites = status.dendrites.count
-    axis.set_title(f"{Path(status.save).name}: {status.state}, {len(status.generations)} generation(s), "
-                   f"{'?' if dendrites is None else dendrites} dendrite(s), {duration(status.elapsed)}", fontsize=10)
-    if seen:
-        axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, ncol=8, frameon=False)
-    figure.tight_layout()
-    _save(figure, Path(png))
+    if not points:
+        return
+    scores = axis.twinx()
+    label = "best score so far" if status.scores.best is not None else "validation score"
+    scores.step([x(t) for t, _ in points], [s for _, s in points], where="post", color="#000000", linewidth=1.4,
+                marker=".", label=label)
+    scores.set_ylabel(f"{label} ({status.scores.direction or 'direction unknown'})")
+    scores.legend(loc="upper right", fontsize=8, framealpha=0.8)
 
 
 def _save(figure, png: Path) -> None:

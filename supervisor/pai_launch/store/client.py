@@ -3,8 +3,8 @@ stop flag in it. Runs in the agent and store processes only: the supervisor neve
 
 from __future__ import annotations
 
-from pai_launch.wire import crossnode
-from pai_launch.wire.crossnode import StoreLink
+from pai_launch.wire import crossnode, storevalues
+from pai_launch.wire.storelink import StoreLink
 
 
 def connect(host: str, port: int, timeout: float):
@@ -23,4 +23,4 @@ def raise_stop_flag(stop) -> None:
     """Tell every node the job stops (their agents poll the flag); a short connect: node 0 may be gone."""
     store = StoreLink(connect(stop.host, stop.port, 5.0), -1, stop.secret)
     if store.get(crossnode.STOP) is None:
-        store.put(crossnode.STOP, crossnode.StopFlag(stop.signum, stop.reason))
+        store.put(crossnode.STOP, storevalues.StopFlag(stop.signum, stop.reason))

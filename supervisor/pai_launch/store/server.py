@@ -28,14 +28,20 @@ import socket
 import sys
 import time
 
-from pai_launch.wire import codec, crossnode
-from pai_launch.wire.storepipe import (
-    TO_STORE, JobJoined, Refused, Secret, Serving, SetValue, StopCarried, StoreClosed, StoreGone,
-)
-from pai_launch.wire import jobsecret
-from pai_launch.linux import listen
-from pai_launch.linux import procs
+from pai_launch.linux import listen, procs
 from pai_launch.store.client import connect
+from pai_launch.wire import codec, crossnode, jobsecret, storelink, storevalues
+from pai_launch.wire.storepipe import (
+    TO_STORE,
+    JobJoined,
+    Refused,
+    Secret,
+    Serving,
+    SetValue,
+    StopCarried,
+    StoreClosed,
+    StoreGone,
+)
 
 #: How long node 0's store stays up, at most, after its pai-launch is done, for the other nodes to see a stop (one
 #: between generations sees it when it starts its next agent, after its backoff) and the close.
@@ -49,7 +55,7 @@ WATCH_INTERVAL = 0.5
 WATCH_TIMEOUT = 5.0
 
 
-def serve(port: int, facts: crossnode.JobFacts, host: str) -> int:
+def serve(port: int, facts: storevalues.JobFacts, host: str) -> int:
     from datetime import timedelta
 
     from torch.distributed import TCPStore
@@ -71,8 +77,8 @@ def serve(port: int, facts: crossnode.JobFacts, host: str) -> int:
         _say(Refused(f"cannot serve the job's store at {host}:{port}: {crossnode.one_line(exc)}: choose a free port in "
                      "--rdzv-endpoint (or stop what listens there)"))
         return PROBE_FAILED
-    link = crossnode.StoreLink(store, 0, secret)
-    link.put(crossnode.INFO, crossnode.StoreInfo())
+    link = storelink.StoreLink(store, 0, secret)
+    link.put(crossnode.INFO, storevalues.StoreInfo())
     link.put(crossnode.FACTS, facts)
     _say(Serving())
     for line in sys.stdin:
@@ -86,7 +92,7 @@ def serve(port: int, facts: crossnode.JobFacts, host: str) -> int:
     return 0
 
 
-def _others_pending(link: crossnode.StoreLink, max_nodes: int) -> bool:
+def _others_pending(link: storelink.StoreLink, max_nodes: int) -> bool:
     """Some other node has not yet seen the stop flag (if one is raised) or the close."""
     others = range(1, max_nodes)
     if link.get(crossnode.STOP) is not None:
@@ -100,7 +106,7 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
     deadline = time.monotonic() + timeout
     try:
         store = connect(host, port, timeout)
-        public = crossnode.StoreLink(store, node, "")
+        public = storelink.StoreLink(store, node, "")
         public_info = _store_info(public)
         # Node 0's store publishes the secret's digest once node 0 holds the save folder and wrote the secret: wait.
         while (public_info is None or not public_info.digest) and time.monotonic() < deadline:
@@ -123,10 +129,10 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
                      f"{settle:g} s: the save folder must be on a file system every node shares (and --save-name the same path on "
                      "every node)"))
         return PROBE_FAILED
-    link = crossnode.StoreLink(store, node, secret)
+    link = storelink.StoreLink(store, node, secret)
     try:
         facts = link.read(crossnode.FACTS)
-    except crossnode.StoreLost as exc:
+    except storelink.StoreLost as exc:
         _say(Refused(f"the job's store at {host}:{port} went away: {exc}"))
         return PROBE_FAILED
     if facts is None:
@@ -143,7 +149,7 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
     try:
         link.set(crossnode.node_key(node), socket.gethostname())
         link.set(crossnode.watch_key(node), "1")
-    except crossnode.StoreLost as exc:
+    except storelink.StoreLost as exc:
         _say(Refused(f"the job's store at {host}:{port} went away: {exc}"))
         return PROBE_FAILED
     _say(JobJoined(facts, secret))
@@ -155,7 +161,7 @@ def _say(message) -> None:
     print(codec.encode_text(message), flush=True)
 
 
-def _store_info(public: crossnode.StoreLink) -> crossnode.StoreInfo | None:
+def _store_info(public: storelink.StoreLink) -> storevalues.StoreInfo | None:
     """The store's public info; None where there is none, or it is not a pai-launch store's (of this version)."""
     try:
         return public.read(crossnode.INFO)
@@ -173,7 +179,7 @@ def _wait_secret(save_dir: str, digest: str, settle: float) -> str | None:
         time.sleep(0.2)
 
 
-def watch(store, link: crossnode.StoreLink, node: int) -> int:
+def watch(store, link: storelink.StoreLink, node: int) -> int:
     """Until stdin's EOF (this node's pai-launch is done): a store gone without closing is reported at once."""
     from datetime import timedelta
 
@@ -191,12 +197,12 @@ def watch(store, link: crossnode.StoreLink, node: int) -> int:
                     # node 0's store go, which lingers until every node has seen the flag.
                     link.set(crossnode.stop_seen_key(node), "1")
                     link.add(crossnode.STOP_SEEN, 1)
-                    _say(StopCarried(crossnode.STORE.decode(stop, expect=crossnode.StopFlag)))
+                    _say(StopCarried(storevalues.STORE.decode(stop, expect=storevalues.StopFlag)))
                 else:
                     _say(StoreClosed())
                 link.delete(crossnode.watch_key(node))
                 return 0
-        except crossnode.StoreLost as exc:
+        except storelink.StoreLost as exc:
             _say(StoreGone(crossnode.one_line(exc.__cause__ or exc)))
             return STORE_LOST
 
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, signal.SIG_IGN)
     if options.mode == "serve":
-        code = serve(options.port, crossnode.STORE.decode(options.facts, expect=crossnode.JobFacts), options.host)
+        code = serve(options.port, storevalues.STORE.decode(options.facts, expect=storevalues.JobFacts), options.host)
     else:
         code = probe(options.host, options.port, options.timeout, options.node, json.loads(options.fingerprint),
                      options.save_dir, options.settle)

@@ -15,18 +15,27 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pai_launch.wire import codec, crossnode
 from pai_launch.core import exitcodes
-from pai_launch.wire import jobsecret
+from pai_launch.core.events import JobStopSeen, JobStoreLost
+from pai_launch.core.nodes import Nodes
+from pai_launch.core.observations import SignalReceived
+from pai_launch.core.state import STOP_SIGNALS
+from pai_launch.linux import procs
+from pai_launch.supervise import plan
+from pai_launch.supervise.threads import start_guarded
+from pai_launch.wire import codec, crossnode, jobsecret, storevalues
 from pai_launch.wire.errors import LaunchError
 from pai_launch.wire.storepipe import (
-    FROM_STORE, JobJoined, Refused, Secret, Serving, SetValue, StopCarried, StoreClosed, StoreGone,
+    FROM_STORE,
+    JobJoined,
+    Refused,
+    Secret,
+    Serving,
+    SetValue,
+    StopCarried,
+    StoreClosed,
+    StoreGone,
 )
-from pai_launch.linux import procs
-from pai_launch.core.events import JobStopSeen, JobStoreLost, SignalReceived
-from pai_launch.core.state import STOP_SIGNALS
-from pai_launch.core.nodes import Nodes
-from pai_launch.supervise.threads import start_guarded
 
 #: The store process imports torch before it answers: generous on a loaded machine.
 STORE_START_TIMEOUT = 120.0
@@ -38,7 +47,7 @@ class JobSetupError(LaunchError):
 
 def _jobstore_argv(python: str, *args: str) -> list[str]:
     bootstrap = ("import sys; sys.path.insert(0, {root!r}); from pai_launch.store.server import main; main()"
-                 .format(root=str(Path(__file__).resolve().parent.parent)))
+                 .format(root=plan.package_root()))
     return [python, "-c", bootstrap, *args]
 
 
@@ -54,7 +63,7 @@ class StoreHost:
     facts; the secret's file is written, and its digest published, once this node holds the save folder
     (publish_token), and the other nodes' checks wait for it."""
 
-    def __init__(self, python: str, env: dict[str, str], nodes: Nodes, facts: crossnode.JobFacts) -> None:
+    def __init__(self, python: str, env: dict[str, str], nodes: Nodes, facts: storevalues.JobFacts) -> None:
         self.facts = facts
         self.secret = jobsecret.new_secret()
         self.popen = subprocess.Popen(
@@ -99,13 +108,11 @@ class StoreHost:
         """Write the secret file in the (now held) save folder, then publish its digest: other nodes look for it.
         SecretError when it cannot be written."""
         jobsecret.write(save_dir, self.secret)
-        self.put(crossnode.INFO, crossnode.StoreInfo(jobsecret.digest(self.secret), jobsecret.SECRET_FILE))
+        self.put(crossnode.INFO, storevalues.StoreInfo(jobsecret.digest(self.secret), jobsecret.SECRET_FILE))
 
     def put(self, key: crossnode.ValueKey, value) -> None:
         """Set `key` to `value` in the job's store (named and sealed with the job's secret there)."""
-        if not isinstance(value, key.value):
-            raise TypeError(f"{key.name} holds a {key.value.__name__}, not a {type(value).__name__}")
-        self._send(SetValue(key.name, codec.encode_text(value)))
+        self._send(SetValue(key.name, key.encode(value)))
 
     def _send(self, command) -> None:
         with self._lock:
@@ -118,19 +125,11 @@ class StoreHost:
     def close(self, timeout: float = 10.0) -> None:
         """EOF on its stdin: it lingers a moment (for a stop flag to be seen) and exits; killed if it does not."""
         self._closing = True
-        try:
-            self.popen.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
+        _end(self.popen, timeout)
 
 
-def job_facts(nodes: Nodes, *, run_id: str, job_id: str, fingerprint: dict) -> crossnode.JobFacts:
-    return crossnode.JobFacts(run_id=run_id, job_id=job_id, fingerprint=fingerprint, min_nodes=nodes.min_nodes,
+def job_facts(nodes: Nodes, *, run_id: str, job_id: str, fingerprint: dict) -> storevalues.JobFacts:
+    return storevalues.JobFacts(run_id=run_id, job_id=job_id, fingerprint=fingerprint, min_nodes=nodes.min_nodes,
                               max_nodes=nodes.max_nodes)
 
 
@@ -209,15 +208,20 @@ class StoreWatch:
     def close(self, timeout: float = 10.0) -> None:
         """EOF on its stdin: it leaves the store (node 0's store stops waiting for it) and exits; killed if not."""
         self._closing = True
-        try:
-            self.popen.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
+        _end(self.popen, timeout)
+
+
+def _end(popen: subprocess.Popen, timeout: float) -> None:
+    """EOF on a store process's stdin, its word to leave; killed if it has not left within `timeout`."""
+    try:
+        popen.stdin.close()
+    except OSError:
+        pass
+    try:
+        popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        popen.kill()
+        popen.wait()
 
 
 def _said(line: bytes):
@@ -258,7 +262,6 @@ def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue):
     """Multi-node, before this node takes anything: node 0 serves the job's store; another node checks the job
     against it, takes node 0's run id and the job's secret, and keeps watching the store. Returns the spec (with
     the secret) and the Job (None on one machine). JobSetupError: one line, exit 2."""
-    from pai_launch.supervise import plan
     from pai_launch.supervise.notify import child_env
 
     nodes = spec.nodes

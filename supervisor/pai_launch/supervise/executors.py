@@ -10,13 +10,18 @@ import subprocess
 import time
 
 from pai_launch.core.events import (
-    AdoptionRefused, GenerationEnded, GenerationRefused, Role, SaveFolderAdopted, SaveFolderLost,
+    AdoptionRefused,
+    GenerationEnded,
+    GenerationRefused,
+    SaveFolderAdopted,
+    SaveFolderLost,
 )
+from pai_launch.core.observations import Role
 from pai_launch.savefmt import adoptions, savedir
 from pai_launch.savefmt.record import StateError
 from pai_launch.supervise import logspace, plan
 from pai_launch.supervise.savefolder import INIT_RUN, SaveFolderError
-from pai_launch.wire import crossnode, log_events
+from pai_launch.wire import crossnode, log_events, storevalues
 from pai_launch.wire.protocol import StopJob
 
 
@@ -140,7 +145,7 @@ class ActionExecutors:
         nodes = self.spec.nodes
         stop = StopJob(action.signum, action.reason, nodes.host, nodes.port, nodes.secret)
         if self.store_host is not None:
-            self.store_host.put(crossnode.STOP, crossnode.StopFlag(action.signum, action.reason))
+            self.store_host.put(crossnode.STOP, storevalues.StopFlag(action.signum, action.reason))
             self.table.stop_job(stop)  # this node's agent, too, reports the generation as stopped, not failed
             told = True
         else:

@@ -8,14 +8,14 @@ containers get plain lines.
 
 from __future__ import annotations
 
-from pai_launch.wire import log_events
-
 import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TextIO
+
+from pai_launch.wire import log_events
 
 #: Erase the terminal's current line.
 CLEAR = "\r\x1b[K"
@@ -160,5 +160,5 @@ class StatusFeed:
 
 def open_live_line(err: TextIO | None = None, out: TextIO | None = None) -> LiveLine:
     """The line, on our stderr and stdout as they are now (console.install() has made them safe to write). The
-    run's children relay their output through it (children.py is handed it), so it is never torn by their lines."""
+    run's children relay their output through it (passthrough.py writes there), so it is never torn by their lines."""
     return LiveLine(err or sys.stderr, out or sys.stdout)

@@ -10,26 +10,45 @@ from __future__ import annotations
 import os
 import signal
 
-from pai_launch.wire import log_events
-from pai_launch.core import exitcodes
-from pai_launch.wire import failure_causes
-from pai_launch.supervise import logspace
-from pai_launch.core import machine
-from pai_launch.savefmt import savedir
-from pai_launch.supervise import signals
-from pai_launch.wire.errors import LaunchError
+from pai_launch.core import exitcodes, machine
 from pai_launch.core.events import (
-    AgentAnswered, AgentGone, AgentJoined, AgentLeft, AgentReported, AgentStarted, AgentTookRequest, Cause, Failure, GenerationEnded, GenerationJoined, GenerationRefused, InitExited, JobStopSeen, JobStoreLost,
-    Observation,
-    ProcessExited, Role, SaveActivity, SaveFolderLost, SaveWritten, SignalReceived, ThreadFailed, WorkersLaunched,
+    AgentLeft,
+    GenerationEnded,
+    GenerationJoined,
+    GenerationRefused,
+    InitExited,
+    JobStopSeen,
+    JobStoreLost,
+    SaveActivity,
+    SaveFolderLost,
+    WorkersLaunched,
     WorkersWaiting,
 )
+from pai_launch.core.failure import Cause, Failure
+from pai_launch.core.observations import (
+    AgentAnswered,
+    AgentGone,
+    AgentJoined,
+    AgentReported,
+    AgentStarted,
+    AgentTookRequest,
+    Observation,
+    ProcessExited,
+    Role,
+    SaveWritten,
+    SignalReceived,
+    ThreadFailed,
+)
+from pai_launch.core.reports import dendrite_verdict, generation_end
+from pai_launch.savefmt import savedir
+from pai_launch.supervise import logspace, signals
 from pai_launch.supervise.notify import Notifier
 from pai_launch.supervise.proctable import ProcessTable
-from pai_launch.core.reports import dendrite_verdict, generation_end
 from pai_launch.supervise.runviews import folder_facts
-from pai_launch.wire.protocol import AgentReady
 from pai_launch.supervise.session import SaveSession
+from pai_launch.wire import failure_causes, log_events
+from pai_launch.wire.errors import LaunchError
+from pai_launch.wire.protocol import AgentReady
 
 
 class InternalError(LaunchError):

@@ -11,7 +11,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from pai_launch.core.spec import LaunchSpec
+import pai_launch
+from pai_launch.core.spec import MODULE, PROGRAM, LaunchSpec
 from pai_launch.wire.protocol import GenerationRequest, NodeRequest
 
 RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"
@@ -38,6 +39,12 @@ RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP
                   "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "SLURM_PROCID", "SLURM_LOCALID")
 
 
+def package_root() -> str:
+    """The folder holding the `pai_launch` package (site-packages, or a checkout's supervisor/): a child started with
+    `python -c` puts it first on its path, so it runs this very copy of pai-launch, installed or not."""
+    return str(Path(pai_launch.__file__).resolve().parent.parent)
+
+
 def new_run_id(env: dict[str, str], now: float | None = None) -> str:
     """One id for the whole run; a caller may fix it with PAI_LAUNCH_RUN_ID (e.g. to resume a logger run)."""
     if env.get(RUN_ID_ENV):
@@ -61,9 +68,19 @@ def new_elastic_run_id(run_id: str, generation: int) -> str:
 
 def script_arg(spec: LaunchSpec) -> str:
     """The script as python's argument: a relative path starting with '-' (pathlib turns ./-train.py into -train.py)
-    gets ./ back, so python runs it as a file instead of reading it as an option."""
+    gets ./ back, so python runs it as a file instead of reading it as an option. A module's name is as given."""
     text = str(spec.script)
-    return f"./{text}" if text.startswith("-") else text
+    return f"./{text}" if text.startswith("-") and spec.runs_as != MODULE else text
+
+
+def program(spec: LaunchSpec) -> tuple[str, ...]:
+    """What every process of the run starts with, before the script's arguments: `python -u SCRIPT`,
+    `python -u -m MODULE` (-m), or the program alone (--no-python)."""
+    if spec.runs_as == PROGRAM:
+        return (script_arg(spec),)
+    if spec.runs_as == MODULE:
+        return (spec.python, "-u", "-m", script_arg(spec))
+    return (spec.python, "-u", script_arg(spec))
 
 
 def init_command(spec: LaunchSpec, run_id: str, visible: tuple[str, ...]) -> Command:
@@ -71,14 +88,14 @@ def init_command(spec: LaunchSpec, run_id: str, visible: tuple[str, ...]) -> Com
     env = {RUN_ID_ENV: run_id, GENERATION_ENV: "0"}
     if visible:
         env["CUDA_VISIBLE_DEVICES"] = visible[0]
-    argv = (spec.python, "-u", script_arg(spec), INIT_FLAG, *spec.script_args)
+    argv = (*program(spec), INIT_FLAG, *spec.script_args)
     return Command(argv, env, spec.workdir, unset=RANK_VARIABLES)
 
 
-def worker_args(spec: LaunchSpec, load_folder: str | None) -> tuple[str, ...]:
-    """Arguments after the interpreter for every worker: `-u SCRIPT ARGS [--pai_load_folder SAVE]`."""
-    args = ("-u", script_arg(spec), *spec.script_args)
-    return (*args, LOAD_FLAG, load_folder) if load_folder else args
+def worker_command(spec: LaunchSpec, load_folder: str | None) -> tuple[str, ...]:
+    """Every worker's command: `python -u SCRIPT ARGS [--pai_load_folder SAVE]` (or as `program` has it)."""
+    argv = (*program(spec), *spec.script_args)
+    return (*argv, LOAD_FLAG, load_folder) if load_folder else argv
 
 
 def generation_env(spec: LaunchSpec, run_id: str, generation: int, base_env: dict[str, str]) -> dict[str, str]:
@@ -106,10 +123,12 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
         nodes = NodeRequest(node_rank=n.node_rank, min_nodes=n.min_nodes, max_nodes=n.max_nodes, host=n.host, port=n.port,
                             rdzv_timeout=n.rdzv_timeout, job_id=job_id(spec, run_id), save_dir=str(save_dir or spec.save_dir),
                             fs_settle=spec.fs_settle, local_addr=n.local_addr, failures=failures, secret=n.secret)
+    argv = worker_command(spec, load_folder)
+    no_python = spec.runs_as == PROGRAM
     return GenerationRequest(
-        generation=generation, nproc=spec.nproc, python=spec.python, args=worker_args(spec, load_folder),
+        generation=generation, nproc=spec.nproc, python=spec.python, args=argv if no_python else argv[1:],
         env=generation_env(spec, run_id, generation, base_env), log_dir=log_dir, grace=spec.grace,
-        elastic_run_id=new_elastic_run_id(run_id, generation), nodes=nodes,
+        elastic_run_id=new_elastic_run_id(run_id, generation), nodes=nodes, no_python=no_python, muted=spec.muted,
     )
 
 
@@ -121,7 +140,7 @@ def data_parallel_command(spec: LaunchSpec, run_id: str, generation: int) -> Com
     env = {RUN_ID_ENV: run_id, GENERATION_ENV: str(generation)}
     if spec.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(spec.gpus)
-    return Command((spec.python, *worker_args(spec, None)), env, spec.workdir, unset=RANK_VARIABLES)
+    return Command(worker_command(spec, None), env, spec.workdir, unset=RANK_VARIABLES)
 
 
 def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: dict[str, str], *, needs_init: bool,
@@ -156,7 +175,7 @@ def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: 
         "c10d rendezvous on a free local port"
     block(
         f"generation 1 ({spec.nproc} workers, torch elastic agent, {where})",
-        (spec.python, *worker_args(spec, first_load)),
+        worker_command(spec, first_load),
         env,
     )
     lines.append(

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import psutil
 
-from pai_launch.supervise import liveline, plan
-from pai_launch.linux import privatedir
-from pai_launch.linux import procs
-from pai_launch.supervise.children import Agent, PlainProcess
-from pai_launch.core.events import Role
+from pai_launch.core.observations import Role
 from pai_launch.core.state import STOP_SIGNALS
+from pai_launch.linux import privatedir, procs
+from pai_launch.supervise import liveline, plan
+from pai_launch.supervise.agent_process import Agent
+from pai_launch.supervise.plain_process import PlainProcess
 from pai_launch.supervise.plan import Command
 from pai_launch.wire.protocol import GenerationRequest, StopJob
 

@@ -215,6 +215,7 @@ class Runner(ActionExecutors):
 
     def housekeeping(self) -> None:
         self.notifier.watchdog(time.monotonic())
+        self.views.loop_turned(time.monotonic())
         self.table.housekeeping()
         self.table.heartbeat(time.monotonic())
         if self.state.phase in (machine.Phase.TRAINING, machine.Phase.BACKOFF):

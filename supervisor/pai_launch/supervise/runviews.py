@@ -8,10 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from pai_launch.wire import log_events
-from pai_launch.supervise import liveline
-from pai_launch.supervise import logs
 from pai_launch.core.spec import LaunchSpec
+from pai_launch.supervise import liveline, logs
+from pai_launch.wire import log_events
 
 
 def live_line_wanted(spec: LaunchSpec, err: TextIO | None = None) -> bool:
@@ -44,7 +43,8 @@ class RunViews:
         if spec.metrics_port is not None:
             from pai_launch.supervise.metrics import RunMetrics
 
-            self.metrics = RunMetrics(save_dir)
+            self.metrics = RunMetrics(save_dir, node=spec.nodes.node_rank if spec.nodes.multi else None,
+                                      max_failures=spec.max_failures)
             self.processors.append(self.metrics)
         if live_line_wanted(spec) if live is None else live:
             self.line = liveline.open_live_line()
@@ -62,7 +62,12 @@ class RunViews:
             log.error(log_events.METRICS_UNAVAILABLE, error=f"{self.spec.metrics_host}:{self.spec.metrics_port}: {exc.strerror or exc}",
                       hint="the run goes on without metrics; choose another --metrics-port next time")
             return
-        log.info(log_events.METRICS_SERVING, url=url)
+        log.info(log_events.METRICS_SERVING, url=url, health=url.removesuffix("/metrics") + "/healthz")
+
+    def loop_turned(self, now: float) -> None:
+        """The supervisor's loop came round: /livez and /healthz judge from this."""
+        if self.metrics is not None:
+            self.metrics.loop_turned(now)
 
     def close(self) -> None:
         if self.metrics is not None:

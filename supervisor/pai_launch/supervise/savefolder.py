@@ -13,7 +13,6 @@ from pai_launch.savefmt import safeopen
 from pai_launch.savefmt.locks import SaveFolderLock
 from pai_launch.wire.errors import SAVE_FOLDER, LaunchError
 
-
 #: problem()'s `during` for the init run.
 INIT_RUN = "the init run"
 

@@ -16,7 +16,14 @@ from pai_launch.core.spec import LaunchSpec
 from pai_launch.core.state import Phase, State
 from pai_launch.savefmt import adoptions, checkpoint, safeopen, savedir, statedir
 from pai_launch.savefmt.locks import SaveFolderLock
-from pai_launch.savefmt.record import STATE_DIR, RecordStore, RunRecord, StateError, fingerprint, fingerprint_differences
+from pai_launch.savefmt.record import (
+    STATE_DIR,
+    RecordStore,
+    RunRecord,
+    StateError,
+    fingerprint,
+    fingerprint_differences,
+)
 from pai_launch.supervise import plan
 from pai_launch.supervise.logs import EventsFile
 from pai_launch.supervise.savefolder import SaveFolderError, folder_error, folder_identity, removed_message

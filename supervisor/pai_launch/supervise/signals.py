@@ -15,7 +15,7 @@ import time
 import traceback
 
 from pai_launch.core import exitcodes
-from pai_launch.core.events import SignalReceived
+from pai_launch.core.observations import SignalReceived
 
 HANDLED = exitcodes.HANDLED_SIGNALS
 

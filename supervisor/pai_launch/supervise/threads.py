@@ -11,10 +11,13 @@ import threading
 import traceback
 from collections.abc import Callable
 
-from pai_launch.core.events import ThreadFailed
+from pai_launch.core.observations import ThreadFailed
+
+#: Where a thread (or a child's) news goes: the loop's inbox (its `put`).
+Report = Callable[[object], None]
 
 
-def start_guarded(target: Callable[[], None], *, name: str, report: Callable[[object], None]) -> threading.Thread:
+def start_guarded(target: Callable[[], None], *, name: str, report: Report) -> threading.Thread:
     """Run `target` in a daemon thread; an exception in it goes to `report` as ThreadFailed."""
 
     def guarded() -> None:

@@ -16,8 +16,8 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.polling import PollingObserver
 
+from pai_launch.core.observations import MarkerAppeared, SaveWritten, ThreadFailed
 from pai_launch.savefmt import savedir
-from pai_launch.core.events import MarkerAppeared, SaveWritten, ThreadFailed
 
 POLL_INTERVAL = 0.5
 

@@ -45,7 +45,7 @@ LEFTOVERS_KILLED = LogEvent("leftovers_killed", "processes survivors")
 SUPERVISOR_RESUMED = LogEvent("supervisor_resumed", "paused_s phase last_write_s_ago")
 CONSOLE_LOST = LogEvent("console_lost", "stream error")
 STACK_DUMP = LogEvent("stack_dump", "pid stacks")
-METRICS_SERVING = LogEvent("metrics_serving", "url")
+METRICS_SERVING = LogEvent("metrics_serving", "url health")
 METRICS_UNAVAILABLE = LogEvent("metrics_unavailable", "error")
 
 # --- before the run: the script and the machine, as warnings ------------------------------------------
@@ -53,6 +53,9 @@ SCRIPT_PROBLEM = LogEvent("script_problem", "id path line problem fix")  # one o
 SCRIPT_CHECK = LogEvent("script_check", "script errors warnings")
 SCRIPT_CHECK_FAILED = LogEvent("script_check_failed", "error")
 NPROC_ABOVE_CORES = LogEvent("nproc_above_cores", "nproc cores")
+# A torchrun option (on the command line or as PET_*) read with another meaning, or one that does not apply here:
+TORCHRUN_FLAG_MAPPED = LogEvent("torchrun_flag_mapped", "flag value as_option why")
+TORCHRUN_FLAG_IGNORED = LogEvent("torchrun_flag_ignored", "flag value why")
 
 # --- signals ---------------------------------------------------------------------------------------
 SIGNAL_RECEIVED = LogEvent("signal_received", "signal phase")

@@ -21,7 +21,7 @@ REPORTS = Protocol("the agent's report")
 @REQUESTS.message("generation")
 @dataclass(frozen=True)
 class GenerationRequest:
-    """Start `nproc` workers running `python ARGS` under a fresh elastic rendezvous."""
+    """Start `nproc` workers running `python ARGS` (or `ARGS` alone: `no_python`) under a fresh elastic rendezvous."""
 
     generation: int
     nproc: int
@@ -33,6 +33,10 @@ class GenerationRequest:
     elastic_run_id: str
     #: Set for a multi-node job: where the job's store is and this node's place in it.
     nodes: NodeRequest | None = None
+    #: `args` is the whole command, a program run without `python` (--no-python): never warm.
+    no_python: bool = False
+    #: (local rank, "stdout" or "stderr") whose lines are not relayed to the console; their files keep them.
+    muted: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pai_launch.wire.codec import Protocol
-from pai_launch.wire.crossnode import JobFacts, StopFlag
+from pai_launch.wire.storevalues import JobFacts, StopFlag
 
 TO_STORE = Protocol("a line to the job's store process")
 FROM_STORE = Protocol("the job's store process's line")

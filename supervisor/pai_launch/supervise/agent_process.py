@@ -1,79 +1,48 @@
-"""The processes pai-launch starts, each with a thread that reports its end to the loop's inbox.
+"""The node's agent process as the supervisor drives it: `python -m pai_launch.agent.main`, started once per run (or
+again after a kill) and handed one generation at a time, with a thread that turns its reports into the loop's
+events: AgentStarted, AgentTookRequest, AgentJoined, AgentReported, AgentGone and AgentAnswered (its heartbeat).
 
-- PlainProcess: the init run and the DataParallel process, output passed through to our stdout with
-  its tail kept for error messages; reports ProcessExited.
-- Agent: the `python -m pai_launch.agent.main` process that runs the run's generations, one per request; reports
-  AgentStarted, AgentJoined, AgentReported, AgentGone and AgentAnswered (its heartbeat).
-All of them: own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies. Making one starts
-nothing: `start()` does (so what decides to start one can be tested without a process).
+Own session, stdin from /dev/null, SIGKILLed by the kernel if pai-launch dies. Making one starts nothing: `start()`
+does (so its reports can be tested without a process).
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import psutil
 
-from pai_launch.supervise import liveline
-from pai_launch.linux import procs
-from pai_launch.core.events import (
-    AgentAnswered, AgentGone, AgentJoined, AgentReported, AgentStarted, AgentTookRequest, ProcessExited, Role,
+from pai_launch.core.observations import (
+    AgentAnswered,
+    AgentGone,
+    AgentJoined,
+    AgentReported,
+    AgentStarted,
+    AgentTookRequest,
 )
-from pai_launch.supervise.plan import Command
+from pai_launch.supervise import liveline, passthrough, plan
+from pai_launch.supervise.threads import Report, start_guarded
 from pai_launch.wire import codec
 from pai_launch.wire.protocol import (
-    REPORTS, AgentReady, Cancel, ForkserverRestarted, GenerationRequest, GenerationResult, Joined, Ping, Pong, Retiring,
-    StopJob, StopRaised, WentCold,
+    REPORTS,
+    AgentReady,
+    Cancel,
+    ForkserverRestarted,
+    GenerationRequest,
+    GenerationResult,
+    Joined,
+    Ping,
+    Pong,
+    Retiring,
+    StopJob,
+    StopRaised,
+    WentCold,
 )
-from pai_launch.supervise.threads import start_guarded
-
-#: Where a child's end is reported: the loop's inbox (its `put`).
-Report = Callable[[object], None]
-
-TAIL_LINES = 20
-
-
-class PlainProcess:
-    """One process whose output we relay line by line and whose last lines we keep."""
-
-    def __init__(self, role: Role, command: Command, base_env: dict[str, str], report: Report, *,
-                 live: liveline.LiveLine | None = None) -> None:
-        self.role, self.command, self._report, self._live = role, command, report, live
-        self._env = {name: value for name, value in {**base_env, **command.env}.items() if name not in command.unset}
-        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        self.popen: subprocess.Popen | None = None
-        self.pid: int | None = None
-
-    def start(self) -> PlainProcess:
-        self.popen = subprocess.Popen(
-            procs.dies_with_parent(self.command.argv),
-            cwd=self.command.cwd,
-            env=self._env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.pid = self.popen.pid
-        start_guarded(self._pump, name=f"pump-{self.pid}", report=self._report)
-        return self
-
-    def _pump(self) -> None:
-        write = _writer("stdout", self._live)
-        assert self.popen.stdout is not None
-        for line in iter(self.popen.stdout.readline, b""):
-            self._tail.append(line.decode(errors="replace").rstrip("\n"))
-            write(line)
-        returncode = self.popen.wait()
-        self._report(ProcessExited(self.role, returncode, "\n".join(self._tail), time.monotonic()))
 
 
 class Agent:
@@ -109,7 +78,7 @@ class Agent:
         # Import this very copy of the package without putting it on the workers' PYTHONPATH; keep the sys.path a
         # fresh interpreter would have (less -c's leading ''), which warm workers are given.
         bootstrap = (f"import sys; cold = sys.path[1:] if sys.path[:1] == [''] else sys.path[:]; "
-                     f"sys.path.insert(0, {_package_root()!r}); from pai_launch.agent.main import main; "
+                     f"sys.path.insert(0, {plan.package_root()!r}); from pai_launch.agent.main import main; "
                      f"main(cold_path=cold)")
         argv = [
             self._python, "-c", bootstrap, "--request-fd", str(request_r), "--result-fd", str(result_w),
@@ -129,7 +98,8 @@ class Agent:
             os.close(result_w)
         if piped:
             for stream, pipe in (("stdout", self.popen.stdout), ("stderr", self.popen.stderr)):
-                threading.Thread(target=_relay, args=(pipe, _writer(stream, self._live)), name=f"agent-{stream}",
+                threading.Thread(target=passthrough.relay, args=(pipe, passthrough.writer(stream, self._live)),
+                                 name=f"agent-{stream}",
                                  daemon=True).start()
         self.pid = self.popen.pid
         start_guarded(self._read, name=f"agent-{self.pid}", report=self._report)
@@ -161,10 +131,15 @@ class Agent:
 
     def _send(self, request: GenerationRequest) -> None:
         self._ready, self._pending, self._running = False, None, request
+        self._write(request)
+
+    def _write(self, message) -> bool:
+        """One message down the request pipe; False when the agent died (its end of the result pipe says so)."""
         try:
-            os.write(self._request_w, codec.encode(request))
+            os.write(self._request_w, codec.encode(message))
         except OSError:
-            pass  # it died: its end of the result pipe says so
+            return False
+        return True
 
     def ping(self, now: float, every: float) -> None:
         """The heartbeat: a ping once the last was answered and `every` seconds have passed; AgentAnswered follows."""
@@ -174,10 +149,7 @@ class Agent:
             self._ping_seq += 1
             self._ping_out, self._pinged_at = True, now
             seq = self._ping_seq
-        try:
-            os.write(self._request_w, codec.encode(Ping(seq)))
-        except OSError:
-            pass  # it died: its end of the result pipe says so
+        self._write(Ping(seq))
 
     def withdraw(self) -> bool:
         """The run is stopping: a request still waiting here is dropped (its generation reported as cancelled, no
@@ -193,19 +165,13 @@ class Agent:
                                                                   cancelled=True), None, time.monotonic()))
             return True
         if running is not None and self._request_w >= 0:
-            try:
-                os.write(self._request_w, codec.encode(Cancel(running.generation)))
-            except OSError:
-                pass
+            self._write(Cancel(running.generation))
         return False
 
     def stop_job(self, stop: StopJob) -> None:
         """Have the agent raise the job's stop flag in node 0's store (running a generation or not)."""
-        if self._request_w >= 0:
-            try:
-                os.write(self._request_w, codec.encode(stop))
-            except OSError:
-                self.stop_raised.set()
+        if self._request_w >= 0 and not self._write(stop):
+            self.stop_raised.set()
 
     def _read(self) -> None:
         """Reports until EOF (REPORTS; one it does not know is a WireError: this thread fails, an internal error)."""
@@ -227,44 +193,56 @@ class Agent:
             self._report(AgentGone(self.pid, returncode, self._retiring, pending, now))
 
     def _report_of(self, message) -> None:
-        now = time.monotonic()
-        if isinstance(message, AgentReady):
-            with self._lock:
-                self._ready = True
-                first = self.facts is None
-                if first:
-                    self.facts = message
-                took = self._pending is not None
-                if took:
-                    self._send(self._pending)
-            if took:
-                self._report(AgentTookRequest(self.pid, True, now))
+        """One of the agent's reports, turned into the loop's event (anything else changes nothing)."""
+        heard = _HEARD.get(type(message))
+        if heard is not None:
+            heard(self, message, time.monotonic())
+
+    def _on_ready(self, message: AgentReady, now: float) -> None:
+        """Ready (again): a request that waited goes out; the first ready is the agent's account of itself."""
+        with self._lock:
+            self._ready = True
+            first = self.facts is None
             if first:
-                self._report(AgentStarted(self.pid, message, now))
-        elif isinstance(message, Joined):
-            self._report(AgentJoined(self.pid, message.generation, message.failures, now))
-        elif isinstance(message, Pong):
-            with self._lock:
-                self._ping_out = False
-            self._report(AgentAnswered(self.pid, now))
-        elif isinstance(message, StopRaised):
-            self.stop_raised.set()
-        elif isinstance(message, ForkserverRestarted):
-            with self._lock:
-                self.facts = replace(self.facts or AgentReady(warm=True), forkserver=message.pid)
-                facts = self.facts
-            self._report(AgentStarted(self.pid, facts, now, restarted_why=message.why or "the forkserver had died"))
-        elif isinstance(message, WentCold):
-            with self._lock:
-                self.facts = AgentReady(warm=False, why=message.why)
-                facts = self.facts
-            self._report(AgentStarted(self.pid, facts, now, went_cold=True))
-        elif isinstance(message, Retiring):
-            self._retiring = message.why
-        elif isinstance(message, GenerationResult):
-            with self._lock:
-                self._running = None
-            self._report(AgentReported(self.pid, message, None, now))
+                self.facts = message
+            took = self._pending is not None
+            if took:
+                self._send(self._pending)
+        if took:
+            self._report(AgentTookRequest(self.pid, True, now))
+        if first:
+            self._report(AgentStarted(self.pid, message, now))
+
+    def _on_joined(self, message: Joined, now: float) -> None:
+        self._report(AgentJoined(self.pid, message.generation, message.failures, now))
+
+    def _on_pong(self, message: Pong, now: float) -> None:
+        with self._lock:
+            self._ping_out = False
+        self._report(AgentAnswered(self.pid, now))
+
+    def _on_stop_raised(self, message: StopRaised, now: float) -> None:
+        self.stop_raised.set()
+
+    def _on_forkserver_restarted(self, message: ForkserverRestarted, now: float) -> None:
+        with self._lock:
+            self.facts = replace(self.facts or AgentReady(warm=True), forkserver=message.pid)
+            facts = self.facts
+        self._report(AgentStarted(self.pid, facts, now, restarted_why=message.why or "the forkserver had died"))
+
+    def _on_went_cold(self, message: WentCold, now: float) -> None:
+        with self._lock:
+            self.facts = AgentReady(warm=False, why=message.why)
+            facts = self.facts
+        self._report(AgentStarted(self.pid, facts, now, went_cold=True))
+
+    def _on_retiring(self, message: Retiring, now: float) -> None:
+        self._retiring = message.why
+
+    def _on_result(self, message: GenerationResult, now: float) -> None:
+        with self._lock:
+            self._running = None
+        self._report(AgentReported(self.pid, message, None, now))
 
     def _close_request(self) -> None:
         if self._request_w >= 0:
@@ -276,31 +254,15 @@ class Agent:
         self._close_request()
 
 
-def _writer(stream: str, live: liveline.LiveLine | None):
-    """Where a child's lines for our `stream` go: through the live status line when there is one."""
-    if live is not None:
-        return lambda data: live.write_output(stream, data)
-    target = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+#: What each of the agent's reports (every REPORTS type) does.
+_HEARD = {
+    AgentReady: Agent._on_ready,
+    Joined: Agent._on_joined,
+    Pong: Agent._on_pong,
+    StopRaised: Agent._on_stop_raised,
+    ForkserverRestarted: Agent._on_forkserver_restarted,
+    WentCold: Agent._on_went_cold,
+    Retiring: Agent._on_retiring,
+    GenerationResult: Agent._on_result,
+}
 
-    def write(data: bytes) -> None:
-        try:
-            target.write(data)
-            target.flush()
-        except (OSError, ValueError):
-            pass
-    return write
-
-
-#: The most of one line the pass-through holds at once: a longer one goes out in pieces of this size.
-_LINE_LIMIT = 1 << 20
-
-
-def _relay(pipe, write) -> None:
-    for line in iter(lambda: pipe.readline(_LINE_LIMIT), b""):
-        write(line)
-    pipe.close()
-
-
-def _package_root() -> str:
-    """The folder holding the `pai_launch` package, so the agent imports this very copy."""
-    return str(Path(__file__).resolve().parent.parent)

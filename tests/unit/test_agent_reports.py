@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import sys
 
-from pai_launch.core.events import AgentAnswered, AgentJoined, AgentReported, AgentStarted, AgentTookRequest
-from pai_launch.supervise.children import Agent
+from pai_launch.core.observations import AgentAnswered, AgentJoined, AgentReported, AgentStarted, AgentTookRequest
+from pai_launch.supervise.agent_process import Agent
 from pai_launch.wire.protocol import (
-    AgentReady, ForkserverRestarted, GenerationRequest, GenerationResult, Joined, Pong, Retiring, StopRaised, WentCold,
+    AgentReady,
+    ForkserverRestarted,
+    GenerationRequest,
+    GenerationResult,
+    Joined,
+    Pong,
+    Retiring,
+    StopRaised,
+    WentCold,
 )
 
 
@@ -54,3 +62,11 @@ def test_a_request_waits_for_ready_and_results_joins_and_pongs_become_events(tmp
     assert (reports[3].generation, reports[3].failures) == (2, 1)
     assert reports[-1].result == GenerationResult(2, log_dir=str(tmp_path / "g2")) and reports[-1].returncode is None
     assert agent.stop_raised.is_set() and agent._retiring == "torch's launcher did not return"
+
+
+def test_every_report_the_agent_can_send_has_its_handler():
+    """A report type without one would be dropped without a word."""
+    from pai_launch.supervise import agent_process
+    from pai_launch.wire.protocol import REPORTS
+
+    assert set(agent_process._HEARD) == set(REPORTS.types().values())

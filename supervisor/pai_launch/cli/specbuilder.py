@@ -1,0 +1,241 @@
+"""The launch specification built from what the user typed and where pai-launch runs.
+
+Every default that depends on another value (the worker count on the visible GPUs, the settle time on the file
+system, what Slurm fills in) is resolved here, once, so the spec holds decisions rather than "was it given" flags
+and the command line only declares its options.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from pai_launch.cli.preflight import default_nproc, parse_gpu_list, physical_gpu_count, visible_gpus
+from pai_launch.core import joboptions, rankoutput, slurm
+from pai_launch.core.spec import (
+    DEFAULT_MAX_FAILURES,
+    DEFAULT_SAVE_NAME,
+    MODULE,
+    PROGRAM,
+    SCRIPT,
+    LaunchSpec,
+    PreflightError,
+    default_fs_settle,
+)
+from pai_launch.linux import capacity
+from pai_launch.wire import log_events
+
+#: --nproc's words, as torchrun's --nproc-per-node takes them: every visible GPU; the GPUs, else every CPU; every CPU.
+NPROC_WORDS = ("gpu", "auto", "cpu")
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """The launch options as typer parsed them (from the command line or PAI_LAUNCH_<NAME>); None: not given.
+
+    Each field is named as the launch command's parameter for it: the command's declarations are the one place its
+    options and their defaults are written.
+    """
+
+    script: Path
+    script_args: list[str] | None
+    module: bool
+    no_python: bool
+    #: A number, or one of NPROC_WORDS (resolved against the machine by `build`).
+    nproc: int | str | None
+    save_name: str | None
+    gpus: str | None
+    grace: float
+    log_format: str
+    log_dir: Path | None
+    redirects: str
+    tee: str
+    local_ranks_filter: str
+    poll: bool
+    reinit: bool
+    data_parallel: bool
+    dry_run: bool
+    max_failures: int | None
+    backoff: float
+    backoff_max: float
+    stall_timeout: float | None
+    nnodes: str | None
+    node_rank: int | None
+    rdzv_backend: str | None
+    rdzv_endpoint: str | None
+    rdzv_id: str | None
+    rdzv_timeout: float
+    local_addr: str | None
+    fs_settle: float | None
+    use_slurm: bool | None
+    requeue_on: str | None
+    cold: bool
+    preload: str | None
+    resume_from: str | None
+    no_doctor: bool
+    metrics_port: int | None
+    metrics_host: str
+    fresh: bool
+
+    @classmethod
+    def of(cls, parameters: Mapping[str, object]) -> CommandLine:
+        """The options among a command's parameters; the others (typer's context, --version) are left out."""
+        return cls(**{field.name: parameters[field.name] for field in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the spec takes from the process pai-launch runs as and its machine, never from the options."""
+
+    env: dict[str, str]
+    #: GPUs the NVIDIA driver reports (0: no driver).
+    physical_gpus: int
+    workdir: Path
+    python: str
+    #: The CPUs this process may run on (its affinity mask), as torchrun counts them for --nproc-per-node cpu.
+    cpus: int = 1
+    hostname: str = ""
+
+    @classmethod
+    def here(cls) -> Host:
+        return cls(dict(os.environ), physical_gpu_count(), Path.cwd(), sys.executable, capacity.usable_cores(),
+                   socket.gethostname())
+
+
+@dataclass(frozen=True)
+class Built:
+    spec: LaunchSpec
+    #: The GPUs the run may use: --gpus, else CUDA_VISIBLE_DEVICES, else every GPU the driver reports.
+    visible: tuple[str, ...]
+    #: The worker count asked for (--nproc, or the GPUs Slurm gave this node); None: left to the visible GPUs.
+    chosen_nproc: int | None
+    #: --dry-run's line naming the values taken from Slurm; None: none were.
+    from_slurm: str | None
+    #: Where the run sits among machines, and the Slurm job and values it was read from (pai-launch env shows them).
+    place: joboptions.Place
+    #: --dry-run's line naming the platform detected and the values taken from it; None: none was.
+    from_platform: str | None = None
+    #: Warnings the run starts with, as (event, fields).
+    notes: list[tuple[str, dict]] = field(default_factory=list)
+
+
+def parse_nproc(text: str) -> int | str:
+    """--nproc as typed: a number, or one of NPROC_WORDS; ValueError (typer's "Invalid value") for anything else."""
+    word = text.strip().lower()
+    if word in NPROC_WORDS:
+        return word
+    if word.isascii() and word.lstrip("-").isdigit():
+        return int(word)
+    raise ValueError(f"{text!r} is not a number of workers: give N, gpu, auto or cpu")
+
+
+def resolve_nproc(given: int | str | None, visible: tuple[str, ...], cpus: int) -> int | None:
+    """--nproc's number: a word counted on this machine as torchrun counts it (gpu needs a visible GPU)."""
+    if given == "gpu" and not visible:
+        raise PreflightError("--nproc gpu: no GPU is visible (CUDA_VISIBLE_DEVICES, --gpus or the NVIDIA driver): "
+                             "give the number of workers, or auto or cpu")
+    if given in ("gpu", "auto"):
+        return len(visible) or cpus
+    if given == "cpu":
+        return cpus
+    return given
+
+
+def build(typed: CommandLine, host: Host) -> Built:
+    """PreflightError, NodesError or SlurmError name the first value that cannot be resolved; the options are
+    checked against each other and the machine afterwards (cli.preflight)."""
+    gpus = None if typed.gpus is None else parse_gpu_list(typed.gpus)
+    visible = visible_gpus(host.env, gpus, host.physical_gpus)
+    place = joboptions.resolve(_place_options(typed, host, resolve_nproc(typed.nproc, visible, host.cpus)), host.env,
+                               visible)
+    spec = _spec(typed, host, gpus, place, default_nproc(visible) if place.nproc is None else place.nproc)
+    notes = [COLD_PROGRAM] if spec.runs_as == PROGRAM and not typed.cold else []
+    from_platform = None if place.platform is None else place.platform.taken(place.from_platform)
+    return Built(spec, visible, place.nproc, _from_slurm(place), place, from_platform, notes)
+
+
+#: A program that is not Python cannot be a fork of the agent's preloaded interpreter.
+COLD_PROGRAM = (log_events.TORCHRUN_FLAG_MAPPED, {
+    "flag": "--no-python", "value": "1", "as_option": "--cold",
+    "why": "a program that is not Python cannot be forked from the agent's preloaded interpreter: its workers start cold"})
+
+
+def runs_as(typed: CommandLine) -> str:
+    if typed.module and typed.no_python:
+        raise PreflightError("-m/--module and --no-python cannot be used together (a module is run by python): drop one")
+    return MODULE if typed.module else PROGRAM if typed.no_python else SCRIPT
+
+
+def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: joboptions.Place,
+          nproc: int) -> LaunchSpec:
+    allocation = place.allocation
+    return LaunchSpec(
+        script=typed.script,
+        workdir=host.workdir,
+        python=host.python,
+        script_args=tuple(typed.script_args or ()),
+        runs_as=runs_as(typed),
+        nproc=nproc,
+        save_name=DEFAULT_SAVE_NAME if typed.save_name is None else typed.save_name,
+        adopt_save_folder=typed.save_name is None,
+        gpus=gpus,
+        grace=typed.grace,
+        log_format=typed.log_format,
+        log_dir=None if typed.log_dir is None else (host.workdir / typed.log_dir).resolve(),
+        muted=_muted(typed, nproc),
+        poll=typed.poll,
+        reinit=typed.reinit,
+        data_parallel=typed.data_parallel,
+        dry_run=typed.dry_run,
+        fresh=typed.fresh,
+        max_failures=DEFAULT_MAX_FAILURES if typed.max_failures is None else typed.max_failures,
+        retries_requested=typed.max_failures is not None,
+        backoff=typed.backoff,
+        backoff_max=typed.backoff_max,
+        stall_timeout=typed.stall_timeout,
+        nodes=place.nodes,
+        fs_settle=default_fs_settle(place.nodes, typed.poll) if typed.fs_settle is None else typed.fs_settle,
+        requeue_on=place.requeue_on,
+        slurm_job_id=allocation.job_id if allocation else None,
+        slurm_restart_count=allocation.restart_count if allocation else 0,
+        slurm_step=allocation is not None and bool(host.env.get("SLURM_STEP_ID")),
+        cold=typed.cold or typed.no_python,
+        preload=None if typed.preload is None else _module_names(typed.preload),
+        resume_from=typed.resume_from,
+        doctor=not typed.no_doctor,
+        metrics_port=typed.metrics_port,
+        metrics_host=typed.metrics_host,
+    )
+
+
+def _place_options(typed: CommandLine, host: Host, nproc: int | None) -> joboptions.PlaceOptions:
+    return joboptions.PlaceOptions(typed.nnodes, typed.node_rank, typed.rdzv_endpoint, typed.rdzv_id,
+                                   typed.rdzv_timeout, typed.local_addr, typed.use_slurm, typed.requeue_on, nproc,
+                                   typed.rdzv_backend, host.hostname)
+
+
+def _muted(typed: CommandLine, nproc: int) -> tuple[tuple[int, str], ...]:
+    """The ranks' streams kept off the console (core.rankoutput); a stream redirected needs a folder to keep it."""
+    muted = rankoutput.muted(nproc, typed.redirects, typed.tee, typed.local_ranks_filter)
+    if rankoutput.redirects_any(typed.redirects) and typed.log_dir is None:
+        raise PreflightError(f"--redirects {typed.redirects} keeps output off the console, in files that last only as "
+                             f"long as the run without --log-dir: give --log-dir DIR to keep them")
+    if muted and typed.data_parallel:
+        raise PreflightError("--redirects and --local-ranks-filter have no effect with --data-parallel (one process, "
+                             "no ranks): drop them")
+    return muted
+
+
+def _module_names(text: str) -> tuple[str, ...]:
+    """--preload's comma-separated list; empty items are dropped, so "" preloads nothing."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _from_slurm(place: joboptions.Place) -> str | None:
+    if place.allocation is None or not place.from_slurm:
+        return None
+    return f"from Slurm (job {place.allocation.job_id}): " + "; ".join(slurm.taken(place.allocation, place.from_slurm))

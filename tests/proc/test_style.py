@@ -1,0 +1,19 @@
+"""Imports stay sorted as ruff's isort rule sorts them (configured in pyproject.toml), so a module's dependencies read
+the same way everywhere: the standard library, third-party packages, then the project's own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_every_import_block_is_sorted():
+    checked = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "I", "--no-cache", "supervisor", "tests",
+                              "scripts", "examples"], cwd=REPO, capture_output=True, text=True, timeout=50)
+    assert checked.returncode == 0, f"unsorted imports (ruff check --select I --fix sorts them):\n{checked.stdout}"
