@@ -23,6 +23,10 @@ Three ways to run it:
 3. DataParallel: after the init run, a plain `python train_pai_ddp.py`
    (pai-launch --data-parallel).  Restructures happen in-process.
 
+With pai-launch --restructure in-process, a DDP generation does not end at a
+restructure either: pt.after_restructure rebuilds DDP around the new model and
+the optimizer through the tracker, and the same workers train on.
+
 SAVE is --pai-save-name (default PAI), relative to the working directory.
 
 The recipe as published has races; the helpers fix them:
@@ -37,8 +41,9 @@ The recipe as published has races; the helpers fix them:
 
 For benchmarks, progress lines go to stdout, one JSON object each:
     PAI_EXAMPLE {"event": ..., "t": ..., "rank": ..., "pid": ..., "gen": ...}
-events: process_start, first_step, epoch (+ "epoch", "score"), and the last one
-of the process: init_exit, restructure_exit or complete_exit.
+events: process_start, first_step (also the first step after an in-process
+restructure), epoch (+ "epoch", "score"), restructured (in-process), and the
+last one of the process: init_exit, restructure_exit or complete_exit.
 """
 import json
 import os
@@ -141,11 +146,13 @@ def evaluate(net, x, y, device):
 
 
 def leave(event, end, run):
-    """end(run) exits 0 (pt.init_run_done, pt.end_generation); the process's last progress line goes out as it does."""
+    """end(run), which may exit 0 (pt.init_run_done, pt.end_generation, pt.after_restructure); the process's last
+    progress line goes out as it does. What end returns, when it does."""
     try:
-        end(run)
-    except SystemExit:
-        emit(event)
+        return end(run)
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            emit(event)
         raise
 
 
@@ -221,12 +228,13 @@ def main():
             pt.mark_complete(run, save, "complete")
             leave("complete_exit", pt.end_generation, run)
         if restructured:  # PAI added dendrites: the model has new parameters
-            if run.distributed:
-                log("PAI: dendrites added; exiting for the launcher to start the next generation")
-                leave("restructure_exit", pt.end_generation, run)
-            log("PAI: dendrites added; continuing in this process")
-            model = pt.wrap_ddp(run, net)
-            optimizer, scheduler = build_optimizer(net)
+            # PAI (DDP): exit for the launcher to start the next generation, or with --restructure in-process (and
+            # always under DataParallel) rebuild DDP and the optimizer here and train on.
+            model, (optimizer, scheduler) = leave(
+                "restructure_exit", lambda run: pt.after_restructure(run, net, model, optimizer, build_optimizer), run)
+            emit("restructured")
+            log("PAI: dendrites added; training on in this process")
+            first_step = True
 
     log(f"--epochs-max {args.epochs_max} reached before PAI finished: stopping")
     pt.mark_complete(run, save, "epochs_max")

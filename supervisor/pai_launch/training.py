@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from pai_launch import in_process
 from pai_launch.savefmt import checkpoint, savedir
 from pai_launch.savefmt.atomic import write_atomically
 
@@ -219,6 +220,24 @@ def add_validation_score(run: Run, score: float, model):
     net = _unwrapped(model)
     net, restructured, complete = in_turn(run, lambda: _gpa().pai_tracker.add_validation_score(score, net))
     return net.to(run.device), bool(restructured), bool(complete)
+
+
+def after_restructure(run: Run, net, model, optimizer, build_optimizer: Callable[[Any], T], *,
+                      in_place: bool | None = None) -> tuple[Any, T]:
+    """What to do on `restructured` (after add_validation_score returned the new `net`), in one call.
+
+    DDP in restart mode (the default, and under plain torchrun): end the generation (end_generation: exit 0), for the
+    launcher to start the next with --pai_load_folder. DDP with --restructure in-process (or `in_place=True`), and
+    DataParallel or one process always: go on in this process; returns (the new wrapper, build_optimizer(net)), the
+    old wrapper's reducer and the old optimizer's state freed, every rank checked to hold rank 0's model.
+    `build_optimizer(net)` is the script's own call, e.g. GPA.pai_tracker.setup_optimizer(net, opt_args, sched_args),
+    returning what the script needs (optimizer, scheduler)."""
+    if run.distributed and not (in_process.chosen() if in_place is None else in_place):
+        end_generation(run)
+    if not run.distributed:
+        in_process.release(model, optimizer)
+        return wrap_ddp(run, net), build_optimizer(net)
+    return in_process.rewrap(run, net, model, optimizer, build_optimizer, wrap_ddp)
 
 
 def mark_complete(run: Run, save, why: str = "complete") -> None:

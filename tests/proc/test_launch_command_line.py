@@ -17,6 +17,7 @@ PREFLIGHT_ERRORS = {
     "perforate_flag_in_script_args": (["--nproc", "2"], None, ["--perforate_model_parallel"], "--perforate_model_parallel"),
     "data_parallel_with_nproc_2": (["--data-parallel", "--nproc", "2"], None, [], "--data-parallel"),
     "negative_grace": (["--nproc", "2", "--grace", "-1"], None, [], "--grace"),
+    "unknown_restructure_mode": (["--nproc", "2", "--restructure", "inplace"], None, [], "--restructure 'inplace'"),
 }
 
 
@@ -61,6 +62,15 @@ def test_dry_run_prints_the_plan_and_starts_and_writes_nothing(scene):
     assert scene.records() == [] and scene.ready(0) == {}
     assert scene.work_listing() == []
     assert scene.tmp_listing() == [], "--dry-run must not leave a temporary folder behind"
+
+
+def test_dry_run_shows_in_process_restructures_and_what_the_workers_are_told(scene):
+    launch, rc = scene.run("--dry-run", "--nproc", "2", "--restructure", "in-process", timeout=30)
+
+    assert rc == 0, launch.stderr
+    assert "PAI_LAUNCH_RESTRUCTURE=in-process" in launch.stdout
+    assert "restructures: in-process (--restructure in-process)" in launch.stdout
+    assert "generation 2, 3, ...: same" not in launch.stdout and scene.work_listing() == []
 
 
 def test_dry_run_on_a_resumable_save_folder_plans_no_init_and_changes_nothing(scene):

@@ -25,6 +25,7 @@ NOT_LAUNCH_ERRORS = {
     "envreport.interpreter.NoInterpreter": "the env tool's --python naming no interpreter: its one-line usage error",
     "savefmt.safeopen.WrongKind": "an OSError its callers turn into their own one-line errors",
     "savefmt.safeopen.TooLarge": "an OSError its callers turn into their own one-line errors",
+    "in_process.ModelsDiffer": "raised in a training process: ends it with its one line (exit 1), a worker failure",
     "wire.codec.WireError": "a peer that speaks another protocol: a bug, exit 70 (internal error)",
     "wire.storelink.StoreLost": "raised in the agent: its generation's result says it",
     "wire.storelink.JobStopped": "raised in the agent: its generation's result says it",

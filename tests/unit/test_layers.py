@@ -33,7 +33,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "entry": {"cli", "core", "supervise"},
     "__main__": {"entry"},
     "torchrun": {"entry"},
-    "training": {"savefmt"},
+    "training": {"savefmt", "in_process"},
+    "in_process": {"savefmt"},
     "__init__": set(),
 }
 
@@ -47,6 +48,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "status": {"psutil", "matplotlib"},
     "envreport": {"torch"},
     "training": {"torch", "perforatedai"},
+    "in_process": {"torch"},
 }
 
 #: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`).

@@ -93,3 +93,16 @@ def test_dendrites_and_the_best_score_come_from_perforatedais_files_as_status_re
 
     assert value(metrics, "pai_launch_best_score") == 0.79
     assert value(metrics, "pai_launch_dendrites") == 2
+
+
+def test_in_process_restructures_count_and_reset_the_failures_in_a_row(metrics):
+    metrics.observe({"event": "run_started", "generation": 0})
+    metrics.observe({"event": "retry_scheduled", "failures": 2})
+    (metrics.save / "switch_2.pt").write_bytes(b"x")
+    for switch, resumed in ((2, 0.12), (4, 0.3)):
+        metrics.observe({"event": "restructured_in_process", "generation": 1, "switch": switch,
+                         "file": f"switch_{switch}.pt", "resumed_s": resumed, "dendrites": 1})
+    assert value(metrics, "pai_launch_restructures_in_process_total") == 2
+    assert value(metrics, "pai_launch_in_process_resume_seconds_count") == 2
+    assert value(metrics, "pai_launch_in_process_resume_seconds_sum") == pytest.approx(0.42)
+    assert value(metrics, "pai_launch_consecutive_failures") == 0 and value(metrics, "pai_launch_dendrites") == 1

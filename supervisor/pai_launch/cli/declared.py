@@ -172,6 +172,12 @@ ResumeFrom = Annotated[Optional[str], _option(
          "switch_N.pt) or latest (once SAVE/latest.pt exists, so a crash before the first switch resumes "
          "mid-generation). [default: what doctor reads in the script, else switch]")]
 
+Restructure = Annotated[str, _option(
+    "--restructure", env="RESTRUCTURE",
+    help="What the workers do when PerforatedAI adds dendrites: restart (exit; the next generation resumes from "
+         "the switch file) or in-process (the script's training.after_restructure rebuilds DDP around the new model "
+         "and trains on in the same processes; see the README).")]
+
 NoDoctor = Annotated[bool, _option(
     "--no-doctor", env="NO_DOCTOR", help="Skip checking the script with pai-launch doctor before the run.")]
 

@@ -87,6 +87,7 @@ def launch(
     cold: declared.Cold = False,
     preload: declared.Preload = None,
     resume_from: declared.ResumeFrom = None,
+    restructure: declared.Restructure = "restart",
     no_doctor: declared.NoDoctor = False,
     metrics_port: declared.MetricsPort = None,
     metrics_host: declared.MetricsHost = "127.0.0.1",

@@ -76,6 +76,7 @@ class CommandLine:
     cold: bool
     preload: str | None
     resume_from: str | None
+    restructure: str
     no_doctor: bool
     metrics_port: int | None
     metrics_host: str
@@ -206,6 +207,7 @@ def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: j
         cold=typed.cold or typed.no_python,
         preload=None if typed.preload is None else _module_names(typed.preload),
         resume_from=typed.resume_from,
+        restructure=typed.restructure.strip().lower(),
         doctor=not typed.no_doctor,
         metrics_port=typed.metrics_port,
         metrics_host=typed.metrics_host,

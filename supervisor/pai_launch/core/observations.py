@@ -36,6 +36,14 @@ class SaveWritten:
 
 
 @dataclass(frozen=True)
+class RestructureRecorded:
+    """Rank 0 left a record of a restructure inside the running workers (--restructure in-process)."""
+
+    path: str
+    now: float
+
+
+@dataclass(frozen=True)
 class MarkerAppeared:
     """SAVE/.training_complete was created or written."""
 
@@ -122,5 +130,5 @@ class ThreadFailed:
     traceback: str
 
 
-Observation = (SignalReceived | SaveWritten | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
+Observation = (SignalReceived | SaveWritten | RestructureRecorded | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
                | AgentTookRequest | AgentGone | AgentAnswered | ThreadFailed)

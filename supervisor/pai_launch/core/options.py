@@ -6,7 +6,15 @@ from __future__ import annotations
 import posixpath
 
 from pai_launch.core import seconds
-from pai_launch.core.spec import LOG_FORMATS, PROGRAM, RESERVED_SCRIPT_FLAGS, RESUME_STAGES, LaunchSpec, PreflightError
+from pai_launch.core.spec import (
+    LOG_FORMATS,
+    PROGRAM,
+    RESERVED_SCRIPT_FLAGS,
+    RESTRUCTURE_MODES,
+    RESUME_STAGES,
+    LaunchSpec,
+    PreflightError,
+)
 
 
 def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
@@ -39,6 +47,9 @@ def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
         for name in spec.preload:
             if not all(part.isidentifier() for part in name.split(".")) or name.startswith("__"):
                 raise PreflightError(f"--preload {name!r} is not a module name: give importable names, e.g. torch,numpy")
+    if spec.restructure not in RESTRUCTURE_MODES:
+        raise PreflightError(f"--restructure {spec.restructure!r} is unknown: use restart (workers exit and are "
+                             "started again) or in-process (the script calls training.after_restructure)")
     if spec.resume_from is not None and spec.resume_from not in RESUME_STAGES:
         raise PreflightError(f"--resume-from {spec.resume_from!r} is unknown: use switch (SAVE/switch_N.pt) or latest "
                              "(SAVE/latest.pt), whichever the script loads")

@@ -17,6 +17,9 @@ from pai_launch.wire.errors import LaunchError
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
 #: --resume-from's choices: the checkpoint a restart resumes from.
 RESUME_STAGES = ("switch", "latest")
+#: --restructure's choices: what the workers do when PerforatedAI adds dendrites.
+RESTART, IN_PROCESS = "restart", "in-process"
+RESTRUCTURE_MODES = (RESTART, IN_PROCESS)
 LOG_FORMATS = ("auto", "console", "json")
 #: Seconds the agent running a generation may leave pai-launch's heartbeat unanswered before it is a hung agent.
 AGENT_SILENCE = 30.0
@@ -94,6 +97,9 @@ class LaunchSpec:
     #: --resume-from: which of the script's checkpoints a restart resumes from, "switch" (SAVE/switch_N.pt) or
     #: "latest" (SAVE/latest.pt, written every epoch); None: what doctor reads in the script, else "switch".
     resume_from: str | None = None
+    #: --restructure: "restart" (workers exit at a restructure, the next generation resumes) or "in-process" (the
+    #: script's training.after_restructure rebuilds DDP and trains on in the same workers).
+    restructure: str = RESTART
     #: Check the script with doctor before starting (warnings only); off with --no-doctor.
     doctor: bool = True
     #: --metrics-port / --metrics-host: serve Prometheus metrics there; None: off.

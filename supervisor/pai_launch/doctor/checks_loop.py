@@ -253,13 +253,13 @@ def check_generation_end(flow: Flow) -> list[Finding]:
         if not leaving:
             continue
         last = leaving[0]
-        if last.kind == "call" and names.is_training(last.name, "end_generation"):
+        if last.kind == "call" and names.is_generation_end(last.name):
             continue
         before = [e for e in flow.events if e.under(node) and e.order < last.order and in_ddp(e)]
         if last.kind == "break":  # or after the loop it leaves
             before += [e for e in flow.events if e.order > last.order and in_ddp(e)]
         called = {e.name for e in before if e.kind == "call"}
-        if any(names.is_training(n, "end_generation") for n in called):
+        if any(names.is_generation_end(n) for n in called):
             continue
         if not any(names.is_barrier(n) for n in called):
             found.append(Finding("generation-end-barrier", WARNING, last.line,

@@ -108,8 +108,15 @@ def is_broadcast(name: str | None) -> bool:
 
 
 def is_exit(name: str | None) -> bool:
-    return name in ("sys.exit", "exit", "quit", "os._exit") or is_training(name, "init_run_done") \
-        or is_training(name, "end_generation")
+    """An exit, or a helper that may exit: training.after_restructure ends the generation unless the launcher asked
+    for in-process restructures (then it rebuilds DDP itself, which is just as right)."""
+    return name in ("sys.exit", "exit", "quit", "os._exit") or is_generation_end(name) \
+        or is_training(name, "init_run_done")
+
+
+def is_generation_end(name: str | None) -> bool:
+    """pai-launch's helpers that end a generation cleanly (barrier, destroy_process_group, exit 0)."""
+    return is_training(name, "end_generation") or is_training(name, "after_restructure")
 
 
 def is_torch_optimizer(name: str | None) -> bool:

@@ -23,6 +23,8 @@ from pai_launch.savefmt.atomic import write_atomically
 from pai_launch.wire.errors import LaunchError
 
 STATE_DIR = ".pai-launch"
+#: SAVE/.pai-launch/restructures: one JSON record per restructure inside the running workers (--restructure in-process).
+RECORDS_FOLDER = "restructures"
 STATE_FILE = "state.json"
 EVENTS_FILE = "events.jsonl"
 FORMAT = 1

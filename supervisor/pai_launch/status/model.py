@@ -51,6 +51,7 @@ class Generation:
     load_folder: str | None = None
     session: int = 0  # which pai-launch (0, 1, ...: one per start) ran it
     dendrites: int | None = None  # dendrites in the model when it ended (dendrites_added / dendrites_rejected)
+    in_process: int = 0  # restructures inside its running workers (--restructure in-process)
     inferred: bool = False  # from PerforatedAI's files only; times are file times
 
 

@@ -106,6 +106,8 @@ def _generation_lines(status: RunStatus) -> list[str]:
         length = duration(g.duration) if g.duration is not None else (
             f"{duration(status.now - g.started)}+" if g.outcome == "running" and g.started is not None else "?")
         files = f"  {', '.join(g.switch_files)}" if g.switch_files else ""
+        if g.in_process:
+            files += f" ({g.in_process} restructure{'s' if g.in_process != 1 else ''} in process)"
         detail = f": {g.detail}" if g.detail and g.detail not in ("dendrites added", "training complete") else ""
         lines.append(f"  generation {g.number:<2} {_clock(g.started)}  {length:>10}  {g.outcome}{detail}{files}")
         previous_end = g.started + g.duration if g.started is not None and g.duration is not None else None

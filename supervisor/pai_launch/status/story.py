@@ -128,6 +128,15 @@ class Story:
         if generation is not None and isinstance(event.get("dendrites"), int):
             generation.dendrites = event["dendrites"]
 
+    def on_restructured_in_process(self, event: dict, now: float | None, session: Session) -> None:
+        """A restructure inside the running workers: the generation goes on, one more switch file and dendrite count."""
+        self.on_switch_written(event, now, session)
+        generation = self.current(event.get("generation"))
+        if generation is not None:
+            generation.in_process += 1
+            if isinstance(event.get("dendrites"), int):
+                generation.dendrites = event["dendrites"]
+
     def on_dendrites_rejected(self, event: dict, now: float | None, session: Session) -> None:
         generation = self.current(event.get("generation"))
         if generation is not None:
@@ -233,6 +242,7 @@ HANDLERS: dict[str, Callable[[Story, dict, float | None, Session], None]] = {
     log_events.TRAINING_STARTED: Story.on_generation_started,  # --data-parallel: one long "generation"
     log_events.SWITCH_WRITTEN: Story.on_switch_written,
     log_events.DENDRITES_ADDED: Story.on_dendrites_added,
+    log_events.RESTRUCTURED_IN_PROCESS: Story.on_restructured_in_process,
     log_events.DENDRITES_REJECTED: Story.on_dendrites_rejected,
     log_events.SIGNAL_RECEIVED: Story.on_signal_received,
     log_events.COMPLETION_MARKER_SEEN: Story.on_completion_marker_seen,

@@ -106,7 +106,7 @@ class ActionExecutors:
         self.session.generation_starting()
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
                                           self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
-                                          failures=self.state.failures)
+                                          failures=self.state.failures, records=self.session.records)
         pid, had = self.table.start_agent(request)
         self.log.info(log_events.GENERATION_STARTED, generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
                       agent_pid=pid, agent_started_ahead=had)

@@ -136,7 +136,7 @@ class StatusFeed:
         elif "generation" in event and isinstance(event["generation"], int):
             self.generation = event["generation"]
         if name in (log_events.RUN_STARTED, log_events.GENERATION_STARTED, log_events.GENERATION_ENDED, log_events.GENERATION_FAILED, log_events.GENERATION_STOPPED,
-                    log_events.COMPLETION_MARKER_SEEN):
+                    log_events.COMPLETION_MARKER_SEEN, log_events.RESTRUCTURED_IN_PROCESS):
             self.dendrites, self.best = self._facts()
         self._live.set(self.text())
 

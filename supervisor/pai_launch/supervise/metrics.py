@@ -79,6 +79,11 @@ class RunMetrics:
         self.gap = made(Histogram, "pai_launch_restart_gap_seconds",
                         "From a generation's end to the next one's workers training (their first write)",
                         buckets=GAP_BUCKETS)
+        self.in_process = made(Counter, "pai_launch_restructures_in_process",
+                               "Restructures inside the running workers (--restructure in-process)")
+        self.resume = made(Histogram, "pai_launch_in_process_resume_seconds",
+                           "From an in-process restructure's switch file to its workers training again",
+                           buckets=GAP_BUCKETS)
         self.duration = made(Histogram, "pai_launch_generation_duration_seconds", "How long each generation ran",
                              buckets=DURATION_BUCKETS)
         self.exit_code = made(Gauge, "pai_launch_last_worker_exit_code",
@@ -125,6 +130,12 @@ class RunMetrics:
                 self._ended_at = None
         elif name in ENDS:
             self._generation_end(name, event)
+        elif name == log_events.RESTRUCTURED_IN_PROCESS:
+            self.in_process.inc()
+            if isinstance(event.get("resumed_s"), (int, float)):
+                self.resume.observe(max(0.0, float(event["resumed_s"])))
+            self._failures_in_a_row(0)  # progress resets the count
+            self._refresh_folder()
         elif name == log_events.RETRY_SCHEDULED:
             self._failures_in_a_row(event.get("failures") or 0)
         elif name in (log_events.COMPLETION_MARKER_SEEN, log_events.RUN_FINISHED, log_events.ALREADY_COMPLETE):

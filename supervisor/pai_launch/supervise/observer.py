@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 from pai_launch.core import exitcodes, machine
 from pai_launch.core.events import (
@@ -34,13 +35,14 @@ from pai_launch.core.observations import (
     AgentTookRequest,
     Observation,
     ProcessExited,
+    RestructureRecorded,
     Role,
     SaveWritten,
     SignalReceived,
     ThreadFailed,
 )
 from pai_launch.core.reports import dendrite_verdict, generation_end
-from pai_launch.savefmt import savedir
+from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.supervise import logspace, signals
 from pai_launch.supervise.notify import Notifier
 from pai_launch.supervise.proctable import ProcessTable
@@ -68,6 +70,8 @@ class Observer:
         self.announced: set[tuple[int, str]] = set()
         #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from it).
         self.dendrites = folder_facts(session.save_dir)[0]
+        #: In-process restructures already logged, by (record file, its time): a file is written in several events.
+        self.recorded: set[tuple[str, object]] = set()
         #: How the last agent that left between generations ended (agent_replaced names it).
         self.last_agent_exit: dict = {}
 
@@ -88,6 +92,8 @@ class Observer:
                 self.log.info(log_events.SWITCH_WRITTEN, switch=number, file=raw.name, generation=state.generation)
                 self.notifier.status(f"generation {state.generation} running; {raw.name} written")
             return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
+        elif isinstance(raw, RestructureRecorded):
+            return self.restructured_in_process(raw, state)
         elif isinstance(raw, GenerationEnded) and raw.recheck and raw.progressed and state.phase is machine.Phase.SETTLING:
             self.judge_dendrites(raw, state)  # another node's switch file showed up late
         elif isinstance(raw, ProcessExited):
@@ -228,6 +234,20 @@ class Observer:
         listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
         detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
         return kept, (Failure.checkpoint(detail),)
+
+    def restructured_in_process(self, raw: RestructureRecorded, state: machine.State) -> SaveActivity | None:
+        """restructured_in_process, once per record, with the dendrites now in the model: training went on."""
+        record = restructure_record.read(Path(raw.path))
+        if record is None or (raw.path, record.get("at")) in self.recorded:
+            return None
+        self.recorded.add((raw.path, record.get("at")))
+        now_in_model = folder_facts(self.session.save_dir)[0]  # self.dendrites stays the generation's start: its end judges
+        fields = {key: value for key, value in record.items() if key not in ("at", "switch")}
+        name = record.get("switch")
+        self.log.info(log_events.RESTRUCTURED_IN_PROCESS, generation=state.generation, file=name,
+                      switch=savedir.switch_number(name) if name else None, dendrites=now_in_model, **fields)
+        self.notifier.status(f"generation {state.generation}: restructured in process, {now_in_model} dendrites in all")
+        return SaveActivity(raw.now, training=True)
 
     def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
         """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as

@@ -12,11 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pai_launch
-from pai_launch.core.spec import MODULE, PROGRAM, LaunchSpec
+from pai_launch.core.spec import IN_PROCESS, MODULE, PROGRAM, LaunchSpec
 from pai_launch.wire.protocol import GenerationRequest, NodeRequest
 
 RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"
 GENERATION_ENV = "PAI_LAUNCH_GENERATION"
+#: What the workers are told with --restructure in-process (pai_launch.in_process reads the same names).
+RESTRUCTURE_ENV = "PAI_LAUNCH_RESTRUCTURE"
+RECORDS_ENV = "PAI_LAUNCH_RESTRUCTURES"
+SAVE_DIR_ENV = "PAI_LAUNCH_SAVE_DIR"
 INIT_FLAG = "--perforate_model_parallel"
 LOAD_FLAG = "--pai_load_folder"
 
@@ -98,9 +102,16 @@ def worker_command(spec: LaunchSpec, load_folder: str | None) -> tuple[str, ...]
     return (*argv, LOAD_FLAG, load_folder) if load_folder else argv
 
 
-def generation_env(spec: LaunchSpec, run_id: str, generation: int, base_env: dict[str, str]) -> dict[str, str]:
-    """What workers get on top of pai-launch's environment (torch adds RANK, WORLD_SIZE, ...)."""
+def generation_env(spec: LaunchSpec, run_id: str, generation: int, base_env: dict[str, str],
+                   save_dir: Path | None = None, records: Path | None = None) -> dict[str, str]:
+    """What workers get on top of pai-launch's environment (torch adds RANK, WORLD_SIZE, ...); with --restructure
+    in-process, the mode (training.after_restructure reads it) and where rank 0 records each restructure."""
     env = {RUN_ID_ENV: run_id, GENERATION_ENV: str(generation)}
+    if spec.restructure == IN_PROCESS and not spec.data_parallel:
+        env[RESTRUCTURE_ENV] = IN_PROCESS
+        if records is not None:
+            env[RECORDS_ENV] = str(records.absolute())
+            env[SAVE_DIR_ENV] = str((save_dir or spec.save_dir).absolute())
     if "OMP_NUM_THREADS" not in base_env:
         env["OMP_NUM_THREADS"] = "1"
     if spec.gpus is not None:
@@ -114,7 +125,8 @@ def job_id(spec: LaunchSpec, run_id: str) -> str:
 
 
 def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_folder: str | None, base_env: dict[str, str],
-                       log_dir: str, save_dir: Path | None = None, failures: int = 0) -> GenerationRequest:
+                       log_dir: str, save_dir: Path | None = None, failures: int = 0,
+                       records: Path | None = None) -> GenerationRequest:
     """What the agent is handed for one generation: its workers' command, environment and log folder (and, in a
     multi-node job, where the job's store is)."""
     nodes = None
@@ -127,7 +139,7 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
     no_python = spec.runs_as == PROGRAM
     return GenerationRequest(
         generation=generation, nproc=spec.nproc, python=spec.python, args=argv if no_python else argv[1:],
-        env=generation_env(spec, run_id, generation, base_env), log_dir=log_dir, grace=spec.grace,
+        env=generation_env(spec, run_id, generation, base_env, save_dir, records), log_dir=log_dir, grace=spec.grace,
         elastic_run_id=new_elastic_run_id(run_id, generation), nodes=nodes, no_python=no_python, muted=spec.muted,
     )
 
@@ -178,6 +190,12 @@ def describe(spec: LaunchSpec, run_id: str, visible: tuple[str, ...], base_env: 
         worker_command(spec, first_load),
         env,
     )
+    if spec.restructure == IN_PROCESS:
+        lines.append(
+            f"restructures: in-process (--restructure in-process): the workers rebuild DDP at each switch_*.pt and "
+            f"train on; generation 2, 3, ... only after a failure, with {LOAD_FLAG} {spec.save_name} and "
+            f"{GENERATION_ENV}=N; stop when {spec.save_name}/.training_complete appears")
+        return lines
     lines.append(
         f"generation 2, 3, ...: same, with {LOAD_FLAG} {spec.save_name} and {GENERATION_ENV}=N, "
         f"relaunched whenever a generation writes a switch_*.pt; stop when {spec.save_name}/.training_complete appears"

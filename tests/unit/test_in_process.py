@@ -1,0 +1,111 @@
+"""--restructure in-process, its pure parts: the option, what the workers are told, the record rank 0 leaves and how
+the supervisor, status and metrics read it, the checks that name a rank whose model differs."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pai_launch import in_process
+from pai_launch.core import options
+from pai_launch.core.spec import IN_PROCESS, LaunchSpec, PreflightError
+from pai_launch.savefmt import restructure_record
+from pai_launch.status.story import Story
+from pai_launch.supervise import plan
+from pai_launch.wire import log_events
+
+
+def spec(tmp_path, **overrides):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    return LaunchSpec(**{**dict(script=Path("train.py"), workdir=tmp_path, python="/py"), **overrides})
+
+
+def test_the_supervisor_and_the_training_process_name_the_same_variables():
+    """plan (supervisor side) and in_process (the user's process) cannot import each other: the names must agree."""
+    assert (plan.RESTRUCTURE_ENV, plan.RECORDS_ENV, plan.SAVE_DIR_ENV) == (
+        in_process.MODE_ENV, in_process.RECORDS_ENV, in_process.SAVE_DIR_ENV)
+    assert IN_PROCESS == in_process.IN_PROCESS
+
+
+def test_workers_are_told_of_in_process_restructures_and_where_to_record_them(tmp_path):
+    records = tmp_path / "PAI" / ".pai-launch" / "restructures"
+    env = plan.generation_env(spec(tmp_path, restructure="in-process"), "RID", 2, {}, tmp_path / "PAI", records)
+    assert env[plan.RESTRUCTURE_ENV] == "in-process"
+    assert env[plan.RECORDS_ENV] == str(records) and env[plan.SAVE_DIR_ENV] == str(tmp_path / "PAI")
+    assert in_process.chosen(env)
+
+
+def test_restart_mode_and_data_parallel_tell_the_workers_nothing(tmp_path):
+    for given in (spec(tmp_path), spec(tmp_path, restructure="in-process", data_parallel=True)):
+        env = plan.generation_env(given, "RID", 2, {}, tmp_path / "PAI", tmp_path / "records")
+        assert not set(env) & {plan.RESTRUCTURE_ENV, plan.RECORDS_ENV, plan.SAVE_DIR_ENV}
+        assert not in_process.chosen(env)
+
+
+def test_without_a_records_folder_the_mode_is_told_but_no_folder(tmp_path):
+    env = plan.generation_env(spec(tmp_path, restructure="in-process"), "RID", 1, {})
+    assert env[plan.RESTRUCTURE_ENV] == "in-process" and plan.RECORDS_ENV not in env
+
+
+def test_an_unknown_mode_is_a_one_line_preflight_error(tmp_path):
+    with pytest.raises(PreflightError, match=r"--restructure 'inplace' is unknown: use restart .* or in-process"):
+        options.check(spec(tmp_path, restructure="inplace"), chosen_nproc=None)
+
+
+@pytest.mark.parametrize("mine, rank0, expected", [
+    ([("a", (2,)), ("b", (3,))], [("a", (2,)), ("b", (3,))], None),
+    ([("a", (2,)), ("b", (4,))], [("a", (2,)), ("b", (3,))], "b has shape [4], rank 0's [3]"),
+    ([("a", (2,))], [("a", (2,)), ("b", (3,))], "1 parameters, rank 0 has 2"),
+    ([("x", (2,))], [("a", (2,))], "parameter 'x' where rank 0 has 'a'"),
+])
+def test_the_first_structural_difference_is_named(mine, rank0, expected):
+    assert in_process.structure_difference(mine, rank0) == expected
+
+
+def test_values_differ_only_beyond_the_tolerance():
+    names = ["w (sum)", "w (sum of squares)"]
+    assert in_process.value_difference(names, [1.0, 2.0], [1.0, 2.0]) is None
+    assert in_process.value_difference(names, [1.0, 2.0 + 1e-13], [1.0, 2.0]) is None
+    assert in_process.value_difference(names, [1.0, 2.5], [1.0, 2.0]) == "w (sum of squares) sums to 2.5, rank 0's to 2.0"
+
+
+def _record(**fields):
+    base = dict(switch="switch_3.pt", resumed_s=0.12, rewrap_s=0.05, ranks=2, parameters=1872, memory_before=None,
+                memory_after=None, at=1.5)
+    return json.dumps({**base, **fields}).encode()
+
+
+def test_a_record_keeps_only_known_fields_of_the_right_kind():
+    read = restructure_record.parse(_record(ranks="two", extra=1, resumed_s=True))
+    assert read == {"switch": "switch_3.pt", "rewrap_s": 0.05, "parameters": 1872, "at": 1.5}
+    assert restructure_record.parse(b"[1, 2]") is None and restructure_record.parse(b"{torn") is None
+
+
+def test_the_record_rank_0_writes_names_the_newest_switch_file_and_the_time_since_it(tmp_path):
+    save, records = tmp_path / "PAI", tmp_path / "records"
+    save.mkdir()
+    records.mkdir()
+    for n in (2, 4):
+        (save / f"switch_{n}.pt").write_bytes(b"x")
+    written = (save / "switch_4.pt").stat().st_mtime
+    entry = in_process.Record(None, None, 0.05, 2, 10, None, None, at=written + 0.25)
+    path = in_process.record(entry, {in_process.RECORDS_ENV: str(records), in_process.SAVE_DIR_ENV: str(save)})
+    assert path == records / "switch_4.json"
+    read = restructure_record.read(path)
+    assert read["switch"] == "switch_4.pt" and read["resumed_s"] == pytest.approx(0.25, abs=1e-3)
+    assert in_process.record(entry, {}) is None  # no launcher to tell (plain torchrun)
+
+
+def test_status_counts_restructures_inside_a_generation():
+    story = Story()
+    story.on_generation_started({"generation": 1}, 10.0, story.session)
+    for n, dendrites in ((2, 1), (4, 2)):
+        story.on_restructured_in_process({"generation": 1, "file": f"switch_{n}.pt", "dendrites": dendrites}, 11.0,
+                                         story.session)
+    (generation,) = story.history.generations
+    assert generation.in_process == 2 and generation.switch_files == ["switch_2.pt", "switch_4.pt"]
+    assert generation.dendrites == 2
+
+
+def test_the_event_declares_what_the_supervisor_logs():
+    assert {"generation", "switch", "file", "resumed_s", "rewrap_s", "dendrites"} <= log_events.RESTRUCTURED_IN_PROCESS.fields
