@@ -155,6 +155,24 @@ def test_a_node_started_with_other_script_arguments_is_refused_by_the_fingerprin
 
 
 @pytest.mark.timeout(60)
+def test_a_node_with_another_restructure_mode_is_refused(scene):
+    """One job's workers all exit at a restructure or all train on: a node that differs would hang the others."""
+    port = free_port()
+    node0 = start_node(scene, 0, port, "--nproc", "1", "--restructure", "in-process",
+                       script_args=["--generations", "2", "--hold-until", str(scene.hold_file)])
+    node1 = start_node(scene, 1, port, "--nproc", "1", "--rdzv-timeout", "30",
+                       script_args=["--generations", "2", "--hold-until", str(scene.hold_file)])
+    rc = node1.wait(45)
+
+    assert rc == 2
+    line = node1.error_line()
+    assert "differs from node 0's (restructure 'restart' here, 'in-process' on node 0)" in line, line
+    assert "--restructure" in line
+    node0.send(15)
+    assert node0.wait(45) == 143
+
+
+@pytest.mark.timeout(60)
 def test_node_0_whose_port_is_taken_says_so_and_starts_nothing(scene):
     import socket
 

@@ -105,3 +105,27 @@ def test_the_real_example_on_two_hosts_runs_to_completion(tmp_path, two_hosts):
     exits = {(p["gen"], p["rank"]) for p in progress if p["event"] in ("restructure_exit", "complete_exit")}
     assert exits >= {(str(g), r) for g in range(1, len(generations) + 1) for r in (0, 1)}
     assert read_state(save)["last_exit"]["code"] == 0
+
+
+@pytest.mark.timeout(400)
+def test_the_real_example_restructures_in_process_across_two_nodes(tmp_path):
+    """Two nodes on loopback, one worker each, --restructure in-process: one generation, every restructure re-wrapped
+    across both nodes, and both nodes' pai-launch log each one."""
+    port = free_port()
+    nodes = [_start(tmp_path, rank, port, EXAMPLE, "--nproc", "1", "--restructure", "in-process") for rank in (0, 1)]
+    codes = [node.wait(360) for node in nodes]
+
+    assert codes == [0, 0], summaries(nodes)
+    save = tmp_path / "work" / "PAI"
+    assert (save / ".training_complete").is_file()
+    switches = sorted(path.name for path in save.glob("switch_*.pt"))
+    assert len(switches) >= 2
+    for node in nodes:
+        assert [e["generation"] for e in node.events("generation_ended")] == [1]
+        logged = node.events("restructured_in_process")
+        assert sorted(e["file"] for e in logged) == switches and all(e["ranks"] == 2 for e in logged), logged
+    progress = [json.loads(line.split("PAI_EXAMPLE ", 1)[1]) for node in nodes for line in node.stdout.splitlines()
+                if "PAI_EXAMPLE " in line and '"gen": "0"' not in line]
+    # Both ranks went on in their first process through every restructure.
+    assert {p["rank"] for p in progress if p["event"] == "restructured"} == {0, 1}
+    assert len({(p["rank"], p["pid"]) for p in progress}) == 2

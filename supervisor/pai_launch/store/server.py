@@ -144,7 +144,7 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
                    if theirs.get(key) != ours.get(key)]
     if differences:
         _say(Refused("this node's command differs from node 0's (" + "; ".join(differences) + "): start every node with "
-                     "the same script, arguments, --nproc and --nnodes"))
+                     "the same script, arguments, --nproc, --nnodes and --restructure"))
         return PROBE_FAILED
     try:
         link.set(crossnode.node_key(node), socket.gethostname())

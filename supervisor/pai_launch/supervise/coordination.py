@@ -51,9 +51,10 @@ def _jobstore_argv(python: str, *args: str) -> list[str]:
     return [python, "-c", bootstrap, *args]
 
 
-def job_fingerprint(fingerprint: dict, nodes: Nodes) -> dict:
-    """What every node must agree on: the command (as state.json records it) and the node count."""
-    return {**fingerprint, "nnodes": f"{nodes.min_nodes}:{nodes.max_nodes}"}
+def job_fingerprint(fingerprint: dict, nodes: Nodes, restructure: str) -> dict:
+    """What every node must agree on: the command (as state.json records it), the node count and --restructure (the
+    workers of one job either all exit at a restructure or all train on)."""
+    return {**fingerprint, "nnodes": f"{nodes.min_nodes}:{nodes.max_nodes}", "restructure": restructure}
 
 
 class StoreHost:
@@ -267,7 +268,7 @@ def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue):
     nodes = spec.nodes
     if not nodes.multi:
         return spec, None
-    fingerprint = job_fingerprint(session.fingerprint, nodes)
+    fingerprint = job_fingerprint(session.fingerprint, nodes, spec.restructure)
     if nodes.coordinator:
         facts = job_facts(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id), fingerprint=fingerprint)
         host = StoreHost(spec.python, child_env(env), nodes, facts)
