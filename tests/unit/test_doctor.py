@@ -472,3 +472,52 @@ def test_a_later_branch_on_a_test_whose_ddp_ranks_already_exited_is_not_ddp(tmp_
                            "    elif restructured:\n        leave()\n    if complete:\n        break\n"))
     report = check_script(script)
     assert report.findings == (), render_text(report)
+
+
+COMPLETE_THEN_REWRAP = ('''    if complete or restructured:
+        if distributed:
+            dist.barrier()
+            dist.destroy_process_group()
+        sys.exit(0)''', '''    if complete:
+        if distributed:
+            dist.barrier()
+            dist.destroy_process_group()
+        sys.exit(0)
+    if restructured:
+        model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)
+        optimizer, scheduler = GPA.pai_tracker.setup_optimizer(net, {"params": net.parameters(), "lr": 0.1}, {})''')
+
+
+def _rewrap_variant(tmp_path, *changes):
+    first = COMPLETE_THEN_REWRAP
+    return variant(tmp_path, first, *changes)
+
+
+def test_a_hand_written_in_process_rewrap_that_keeps_every_condition_is_clean(tmp_path):
+    report = check_script(_rewrap_variant(tmp_path))
+    assert report.findings == (), render_text(report)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (('''        optimizer, scheduler = GPA.pai_tracker.setup_optimizer(net, {"params": net.parameters(), "lr": 0.1}, {})''',
+      "        pass"), "rewrap-no-optimizer"),
+    (("net, restructured, complete = in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))",
+      "net, restructured, complete = GPA.pai_tracker.add_validation_score(0.5, net)"), "rewrap-scores-at-once"),
+    (("model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)",
+      "model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True)"), "ddp-broadcast-buffers"),
+    (("model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)",
+      "model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, forward_sync_buffers=False)"),
+     "ddp-forward-sync-buffers"),
+], ids=["no-new-optimizer", "all-ranks-at-once", "buffers-broadcast", "forward-sync-buffers"])
+def test_a_hand_written_in_process_rewrap_missing_a_condition_is_an_error(tmp_path, change, expected):
+    report = check_script(_rewrap_variant(tmp_path, change))
+    errors = {f.id for f in report.findings if f.severity == "error"}
+    assert expected in errors, render_text(report)
+    assert "restructure-no-exit" not in ids(report)  # it stays on purpose: told what it misses, not to exit
+
+
+def test_going_on_after_a_restructure_without_a_rewrap_is_still_told_to_exit(tmp_path):
+    report = check_script(_rewrap_variant(tmp_path, (
+        "        model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)\n",
+        "")))
+    assert "restructure-no-exit" in ids(report), render_text(report)

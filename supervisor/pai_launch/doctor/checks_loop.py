@@ -180,7 +180,7 @@ def _result_names(flow: Flow) -> set:
     return found
 
 
-def _flag_ifs(flow: Flow) -> tuple[list, list]:
+def flag_ifs(flow: Flow) -> tuple[list, list]:
     """The ifs on restructured alone and those on training_complete, each as (if node, first event under it)."""
     result = _result_names(flow)
     restructure, complete, seen = [], [], set()
@@ -204,7 +204,7 @@ def _leaving(flow: Flow, node: ast.If) -> list[Event]:
 def check_completion_order(flow: Flow) -> list[Finding]:
     if not flow.is_ddp():
         return []
-    restructure, complete = _flag_ifs(flow)
+    restructure, complete = flag_ifs(flow)
     first_complete = min((e.order for _n, e in complete), default=None)
     leaving = [(node, first) for node, first in restructure if _leaving(flow, node)]
     if leaving:
@@ -216,7 +216,8 @@ def check_completion_order(flow: Flow) -> list[Finding]:
                             "check training_complete first: if training_complete: ... elif restructured: ...",
                             path=first.path)]
     else:
-        staying = [(n, e) for n, e in restructure if in_ddp(e) and e.under(n)]
+        rewrapped = flow.calls(names.is_ddp)  # DDP built again in the branch: in process on purpose (checks_rewrap)
+        staying = [(n, e) for n, e in restructure if in_ddp(e) and e.under(n) and not any(w.under(n) for w in rewrapped)]
         if staying:
             node, first = staying[0]
             return [Finding("restructure-no-exit", WARNING, node.lineno,
@@ -246,7 +247,7 @@ def check_marker(flow: Flow) -> list[Finding]:
 def check_generation_end(flow: Flow) -> list[Finding]:
     if not flow.is_ddp():
         return []
-    restructure, complete = _flag_ifs(flow)
+    restructure, complete = flag_ifs(flow)
     found = []
     for node, _first in sorted(restructure + complete, key=lambda pair: pair[1].order):
         leaving = _leaving(flow, node)

@@ -220,7 +220,7 @@ def check_ddp_flags(flow: Flow) -> list[Finding]:
                                  "leaves parameters out of the graph and DDP's reducer raises on the next step",
                                  "DistributedDataParallel(model, ..., find_unused_parameters=True, "
                                  "broadcast_buffers=False)", path=event.path))
-        if _flag(event, "broadcast_buffers") is True:
+        if _flag(event, "broadcast_buffers") is True and not any(k.arg == "forward_sync_buffers" for k in event.node.keywords):
             found.append(Finding("ddp-broadcast-buffers", ERROR, event.line,
                                  "DistributedDataParallel broadcasts buffers (broadcast_buffers=True is the default): "
                                  "PerforatedAI's tracker buffer differs in length per rank and gloo/nccl abort with a "
