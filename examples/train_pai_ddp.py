@@ -42,8 +42,9 @@ The recipe as published has races; the helpers fix them:
 For benchmarks, progress lines go to stdout, one JSON object each:
     PAI_EXAMPLE {"event": ..., "t": ..., "rank": ..., "pid": ..., "gen": ...}
 events: process_start, first_step (also the first step after an in-process
-restructure), epoch (+ "epoch", "score"), restructured (in-process), and the
-last one of the process: init_exit, restructure_exit or complete_exit.
+restructure), epoch (+ "epoch", "score"), switched (a restructure's switch file
+is written), restructured (in-process), and the last one of the process:
+init_exit, restructure_exit or complete_exit.
 """
 import json
 import os
@@ -101,6 +102,9 @@ def parse_args():
                    help="dendrites to add before training is complete (default: 2)")
     p.add_argument("--no-graphs", dest="graphs", action="store_false",
                    help="skip PAI's per-epoch PNG/CSV graphs (shorter epochs)")
+    p.add_argument("--prepare-seconds", dest="prepare_seconds", type=float, default=0.0,
+                   help="CPU work before training, standing in for a real data set's preparation (decoding, "
+                        "augmenting, tokenizing) that every new process pays; benchmarks use it (default: 0)")
     return p.parse_args()
 
 
@@ -127,6 +131,15 @@ def make_data(seed, n_train=4096, n_val=1024, n_in=16, n_classes=4, per_class=3)
         return centers[cluster] + torch.randn(n, n_in, generator=g), cluster % n_classes
 
     return sample(n_train), sample(n_val)
+
+
+def prepare(seconds, seed):
+    """Busy the CPU for `seconds` as a real script's data preparation would (each new process pays it again)."""
+    g = torch.Generator().manual_seed(seed)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        a = torch.randn(128, 128, generator=g)
+        (a @ a.T).softmax(dim=1).sum()
 
 
 def batches(x, y, batch_size, gen):
@@ -164,6 +177,8 @@ def main():
     log = say if run.rank == 0 else (lambda line: None)
 
     torch.manual_seed(args.seed)
+    if not run.init_run:
+        prepare(args.prepare_seconds, args.seed)
     (train_x, train_y), (val_x, val_y) = make_data(args.seed)
     train_x, train_y = train_x[run.rank::run.world], train_y[run.rank::run.world]  # this rank's shard
 
@@ -214,7 +229,7 @@ def main():
                 leave("init_exit", pt.init_run_done, run)  # PAI: settings saved after one batch
             optimizer.step()
             if first_step:
-                emit("first_step")
+                emit("first_step", backend=torch.distributed.get_backend() if run.distributed else None)
                 first_step = False
 
         score = evaluate(model.module, val_x, val_y, device)  # validation loss: lower is better
@@ -223,6 +238,8 @@ def main():
 
         # PAI: every rank adds rank 0's score (keeps the trackers in step), in turn.
         net, restructured, complete = pt.add_validation_score(run, score, model)
+        if restructured and not complete:
+            emit("switched")  # the switch file is written: a benchmark's restart gap runs from here
         if complete:  # check first: restructured is also True at the end
             log("PAI: training complete")
             pt.mark_complete(run, save, "complete")
