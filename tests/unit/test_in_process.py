@@ -109,3 +109,73 @@ def test_status_counts_restructures_inside_a_generation():
 
 def test_the_event_declares_what_the_supervisor_logs():
     assert {"generation", "switch", "file", "resumed_s", "rewrap_s", "dendrites"} <= log_events.RESTRUCTURED_IN_PROCESS.fields
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda *args, **fields: self.calls.append((name, args, fields))
+
+
+def test_the_supervisor_logs_each_record_once_as_progress(tmp_path):
+    """A record becomes restructured_in_process (once, though watchdog reports a file several times) and training
+    activity for the stall timer; the dendrite count the generation's end judges from stays its start's."""
+    from types import SimpleNamespace
+
+    from pai_launch.core import machine
+    from pai_launch.core.events import SaveActivity
+    from pai_launch.core.observations import RestructureRecorded
+    from pai_launch.supervise.observer import Observer
+
+    save, records = tmp_path / "PAI", tmp_path / "PAI" / ".pai-launch" / "restructures"
+    records.mkdir(parents=True)
+    (records / "switch_2.json").write_bytes(_record(switch="switch_2.pt"))
+    observer = Observer.__new__(Observer)
+    observer.session, observer.log, observer.notifier = SimpleNamespace(save_dir=save), _Recorder(), _Recorder()
+    observer.recorded, observer.dendrites = set(), 0
+    state = machine.start(save_name="PAI", generation=3)
+    raw = RestructureRecorded(str(records / "switch_2.json"), now=7.0)
+
+    assert observer.event_for(raw, state) == SaveActivity(7.0, training=True)
+    assert observer.event_for(raw, state) is None  # the same record again
+    ((method, args, fields),) = observer.log.calls
+    assert (method, args[0]) == ("info", "restructured_in_process")
+    assert fields["generation"] == 3 and fields["switch"] == 2 and fields["file"] == "switch_2.pt"
+    assert fields["resumed_s"] == 0.12 and "at" not in fields
+    assert "restructured in process" in observer.notifier.calls[0][1][0] and observer.dendrites == 0
+    torn = records / "switch_4.json"
+    torn.write_bytes(b"{not json")
+    assert observer.event_for(RestructureRecorded(str(torn), now=8.0), state) is None
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
+def test_the_watcher_reports_a_record_written_atomically_and_not_its_temp_file(tmp_path, poll):
+    import queue
+
+    from pai_launch.core.observations import RestructureRecorded
+    from pai_launch.savefmt.atomic import write_atomically
+    from pai_launch.supervise.watcher import SaveFolderWatcher
+    from tests.helpers import wait_until
+
+    save, records = tmp_path / "PAI", tmp_path / "PAI" / ".pai-launch" / "restructures"
+    records.mkdir(parents=True)
+    seen = queue.SimpleQueue()
+    watcher = SaveFolderWatcher(save, seen.put, poll=poll, records=records)
+    watcher.start()
+    try:
+        write_atomically(records / "switch_2.json", _record())
+        found = []
+
+        def recorded():
+            while not seen.empty():
+                found.append(seen.get())
+            return any(isinstance(o, RestructureRecorded) for o in found)
+
+        wait_until(recorded, 20, interval=0.05, message="the record to be reported")
+    finally:
+        watcher.stop()
+    paths = {o.path for o in found if isinstance(o, RestructureRecorded)}
+    assert paths == {str(records / "switch_2.json")}
