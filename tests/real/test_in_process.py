@@ -51,3 +51,52 @@ def test_a_crash_after_in_process_restructures_resumes_from_the_newest_switch_fi
     assert "Loaded PAI state from PAI/switch_10.pt" in launch.stdout
     assert [row["restructure"] for row in rows if row["generation"] == "1"] == [1, 2, 3, 4, 5]
     assert (tmp_path / "PAI" / ".training_complete").is_file() and left == []
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _gloo_pair(tmp_path, case):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "supervisor")]), "WORLD_SIZE": "2",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
+    script = REPO / "tests" / "real" / "rewrap_mismatch_worker.py"
+    procs = [subprocess.Popen([sys.executable, str(script), case], cwd=tmp_path, env={**env, "RANK": str(rank),
+                              "LOCAL_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True) for rank in (0, 1)]
+    try:
+        outputs = [proc.communicate(timeout=80) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return [proc.returncode for proc in procs], outputs
+
+
+@pytest.mark.timeout(120)
+def test_the_rewrap_frees_the_old_and_builds_the_new_when_the_ranks_agree(tmp_path):
+    codes, outputs = _gloo_pair(tmp_path, "same")
+    assert codes == [0, 0], outputs
+    assert outputs[0][0].strip() == "rewrapped DistributedDataParallel SGD"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case, difference", [
+    ("shape", "rank 1's model differs from rank 0's: 0.weight has shape [8, 4], rank 0's [4, 4]"),
+    ("values", "rank 1's parameters differ from rank 0's: 1.weight (sum) sums to"),
+])
+def test_ranks_whose_models_differ_end_with_one_line_naming_the_rank_and_the_difference(tmp_path, case, difference):
+    codes, outputs = _gloo_pair(tmp_path, case)
+    assert codes == [1, 1], outputs
+    for _out, err in outputs:
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert lines[-1].startswith("pai-launch: after the restructure ") and difference in lines[-1], err
+        assert "Traceback" not in err  # one line, not a stack
