@@ -63,8 +63,7 @@ class SaveSession:
         self._watcher: SaveFolderWatcher | None = None
         #: The switch file the current generation was started from (--pai_load_folder's newest), if any.
         self.loaded_switch: str | None = None
-        #: Where rank 0 records in-process restructures (watched, and told to the workers); None: not in that mode.
-        self.records: Path | None = None
+        self.records: Path | None = None  # where rank 0 records in-process restructures (watched; told to workers)
 
     @property
     def save_dir(self) -> Path:
@@ -275,24 +274,21 @@ class SaveSession:
         return savedir.marker_mtime(self.save_dir) is not None
 
     def _records_dir(self) -> Path | None:
-        """SAVE/.pai-launch/restructures, made if absent, where rank 0 records each in-process restructure; None
-        without --restructure in-process, or where a link or another user's folder stands there (the workers are
-        then not told of it, and restructures are seen only as switch files)."""
-        if self.spec.restructure != IN_PROCESS or self.spec.data_parallel:
-            return None
-        try:
-            return statedir.subfolder(self.save_dir, RECORDS_FOLDER)
-        except (OSError, StateError):
-            return None
+        """SAVE/.pai-launch/restructures (made if absent) for rank 0's records of in-process restructures; None in
+        restart mode, or where a link or another user's folder stands there (then only switch files are seen)."""
+        if self.spec.restructure == IN_PROCESS and not self.spec.data_parallel:
+            try:
+                return statedir.subfolder(self.save_dir, RECORDS_FOLDER)
+            except (OSError, StateError):
+                pass
+        return None
 
     def watch(self, report: Callable[[object], None]) -> None:
-        """Start watching the folder (once): writes and the completion marker reach `report` as they land, and with
-        --restructure in-process the records of restructures inside the running workers."""
+        """Watch the folder (once): writes, the marker and in-process restructures' records reach `report`."""
         if self._watcher is None and self.save_dir.is_dir():
             self.records = self._records_dir()
-            # inotify never sees what other machines write to a shared folder: several nodes poll.
-            self._watcher = SaveFolderWatcher(self.save_dir, report, poll=self.spec.poll or self.spec.nodes.multi,
-                                              records=self.records)
+            poll = self.spec.poll or self.spec.nodes.multi  # inotify never sees other machines' writes: they poll
+            self._watcher = SaveFolderWatcher(self.save_dir, report, poll=poll, records=self.records)
             self._watcher.start()
 
     def close(self) -> None:
