@@ -122,8 +122,7 @@ class Job:
         return found
 
     def workers_alive(self) -> list[int]:
-        return [pid for started in self.started().values() for _, pid in started if psutil.pid_exists(pid)
-                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        return [pid for started in self.started().values() for _, pid in started if _alive(pid)]
 
     def wait(self, timeout: float = RUN_TIMEOUT) -> list[int]:
         deadline = time.monotonic() + timeout
@@ -158,6 +157,13 @@ class Job:
             except psutil.Error:
                 pass
         return len(left)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _cmdline(process: psutil.Process) -> str:
@@ -262,6 +268,16 @@ def measure(nodes: int, generations: int) -> Row:
     return row
 
 
+def _sweep(prefix: str = "pai-scale-") -> None:
+    """The harness itself failed: whatever its jobs started goes too (never an orphan)."""
+    for process in psutil.process_iter():
+        if prefix in _cmdline(process) and process.pid != os.getpid():
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,4,8,16", help="comma-separated node counts (default: 2,4,8,16)")
@@ -272,7 +288,11 @@ def main() -> int:
     print(f"{'nodes':>5} {'exit':>6} {'rdzv mean/max, s':>17} {'store reads/s':>13} {'RSS sup/agent, MB':>18} "
           f"{'SIGTERM, s':>10} {'kill -9, s':>10} {'same':>5} {'left':>4}", flush=True)
     for nodes in (int(n) for n in options.nodes.split(",")):
-        row = measure(nodes, options.generations)
+        try:
+            row = measure(nodes, options.generations)
+        except BaseException:
+            _sweep()
+            raise
         rows.append(row)
         codes = "0" if set(row.exit_codes) == {0} else ",".join(map(str, sorted(set(row.exit_codes))))
         print(f"{nodes:>5} {codes:>6} {row.rendezvous_mean_s:>8.2f}/{row.rendezvous_max_s:<8.2f} "
