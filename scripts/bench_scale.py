@@ -5,15 +5,21 @@
 
 Per N it runs the job three times and prints one row:
 - rendezvous: from the last node's end of a generation to every node's workers training in the next (mean, max);
-- store reads/s: read syscalls of node 0's store process per second while a generation runs (an upper bound of the
-  store operations it serves: every request is at least one read);
+- store requests/s: TCP data segments node 0's store received per second (every request that waits for its answer
+  is one; writes sent back to back without an answer may share one), read from the kernel's socket counters (ss),
+  while every node trains (between the workers' start and the first node's generation end) and during the
+  rendezvous between generations; and the bytes it received per second while training;
+- CPU load: the CPU time of every process of the job over wall time and the machine's cores (1.0: saturated);
 - RSS per node: pai-launch's own and its agent's (largest seen);
 - SIGTERM: one node's pai-launch gets SIGTERM mid-generation -> every node has exited;
 - kill -9: one node's pai-launch is SIGKILLed mid-generation -> every other node's workers are gone;
 - same decisions: whether every node logged the same generation ends (number and kind) in the full run;
 - left: processes of the job still there after all.
 
-Usage: .venv/bin/python -m scripts.bench_scale [--nodes 2,4,8,16] [--generations 3] [--json out.json]
+--packed puts every node on one address (127.0.0.1), as several nodes of a job on one host.
+
+Usage: .venv/bin/python -m scripts.bench_scale [--nodes 2,4,8,16] [--generations 3] [--train-seconds 4] [--packed]
+       [--no-stops] [--json out.json]
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -38,6 +45,10 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 TRAINER = ROOT / "tests" / "fake_trainer.py"
 RUN_TIMEOUT = 600
+#: Every job folder this harness made: what _sweep may kill.
+ROOTS: list[Path] = []
+#: In the environment of every process a job started (inherited): how what it left is found, whatever its command.
+MARK = "PAI_SCALE_JOB"
 
 
 @dataclass
@@ -46,7 +57,11 @@ class Row:
     exit_codes: list[int] = field(default_factory=list)
     rendezvous_mean_s: float = float("nan")
     rendezvous_max_s: float = float("nan")
-    store_reads_per_s: float = float("nan")
+    store_requests_training_per_s: float = float("nan")
+    store_requests_rendezvous_per_s: float = float("nan")
+    store_bytes_in_training_per_s: float = float("nan")
+    store_backend: str = ""
+    cpu_load: float = float("nan")
     supervisor_rss_mb: float = 0.0
     agent_rss_mb: float = 0.0
     sigterm_all_exited_s: float = float("nan")
@@ -69,19 +84,22 @@ def stamp(event: dict) -> float:
 class Job:
     """N pai-launch processes of one job, their output in files, in a folder of their own."""
 
-    def __init__(self, nodes: int, generations: int, root: Path, *, hold: bool) -> None:
+    def __init__(self, nodes: int, generations: int, root: Path, *, hold: bool, train_seconds: float = 0.5,
+                 packed: bool = False) -> None:
         self.nodes, self.root = nodes, root
+        ROOTS.append(root)
         self.work, self.io = root / "work", root / "io"
         self.work.mkdir()
         self.io.mkdir()
         self.hold_file = self.io / "release"
-        port = free_port()
+        self.port = port = free_port()
         self.ready = self.io / "ready"
         self.ready.mkdir()
-        trainer = ["--generations", str(generations), "--train-seconds", "0.5", "--ready-dir", str(self.ready)]
+        trainer = ["--generations", str(generations), "--train-seconds", str(train_seconds), "--ready-dir",
+                   str(self.ready)]
         if hold:
             trainer += ["--hold-until", str(self.hold_file)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(ROOT / "supervisor"), str(ROOT))), MARK: str(root)}
         self.procs = []
         for rank in range(nodes):
             argv = [sys.executable, "-m", "pai_launch", "--log-format", "json", "--nnodes", str(nodes), "--node-rank",
@@ -150,7 +168,7 @@ class Job:
                 proc.kill()
                 proc.wait()
         time.sleep(1.0)  # what a pai-launch left would still be there; what it ended is reaped by now
-        left = [p for p in psutil.process_iter() if str(self.root) in _cmdline(p) and p.pid != os.getpid()]
+        left = [p for p in psutil.process_iter() if _job_of(p) == str(self.root)]
         for process in left:
             try:
                 process.kill()
@@ -166,6 +184,13 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _job_of(process: psutil.Process) -> str | None:
+    try:
+        return process.environ().get(MARK)
+    except psutil.Error:
+        return None
+
+
 def _cmdline(process: psutil.Process) -> str:
     try:
         return " ".join(process.cmdline())
@@ -174,29 +199,60 @@ def _cmdline(process: psutil.Process) -> str:
 
 
 class Sampler(threading.Thread):
-    """RSS of every node's pai-launch and agent, and node 0's store process's read syscalls over time."""
+    """RSS of every node's pai-launch and agent, and what node 0's store received, over time."""
 
     def __init__(self, job: Job) -> None:
         super().__init__(daemon=True)
         self.job, self.stop = job, threading.Event()
         self.supervisor_rss = self.agent_rss = 0
-        self.store_reads: list[tuple[float, int]] = []
+        self.received = StoreTraffic(job.port)
+        #: (time.time(), requests so far, bytes so far), one per look.
+        self.series: list[tuple[float, int, int]] = []
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
+            self.series.append((time.time(), *self.received.look()))
             for rank in range(self.job.nodes):
                 for process in self.job.tree(rank):
-                    command = _cmdline(process)
                     try:
                         rss = process.memory_info().rss
                         if process.pid == self.job.procs[rank].pid:
                             self.supervisor_rss = max(self.supervisor_rss, rss)
-                        elif "pai_launch.agent.main" in command:
+                        elif "pai_launch.agent.main" in _cmdline(process):
                             self.agent_rss = max(self.agent_rss, rss)
-                        elif rank == 0 and "pai_launch.store.server" in command and " serve " in command:
-                            self.store_reads.append((time.monotonic(), process.io_counters().read_count))
                     except psutil.Error:
                         continue
+
+    def rate(self, start: float, end: float, column: int = 1) -> float | None:
+        """Requests (column 1) or bytes (2) per second between two wall times, from the looks around them."""
+        inside = [look for look in self.series if start <= look[0] <= end]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return (inside[-1][column] - inside[0][column]) / (inside[-1][0] - inside[0][0])
+
+
+class StoreTraffic:
+    """What the store listening on `port` received, from the kernel's counters of its connections (`ss -ti`): a
+    connection's counts summed once it is gone, and again from zero when its address is reused."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._seen: dict[str, tuple[int, int, int, int]] = {}  # peer -> (segments, bytes) before, (segments, bytes) now
+
+    def look(self) -> tuple[int, int]:
+        out = subprocess.run(["ss", "-tinHO", "state", "established", f"( sport = :{self.port} )"],
+                             capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            fields = line.split()
+            counters = dict(f.split(":", 1) for f in fields if f.startswith(("data_segs_in:", "bytes_received:")))
+            if len(fields) < 4 or len(counters) < 2:
+                continue
+            segs, read = int(counters["data_segs_in"]), int(counters["bytes_received"])
+            base_segs, base_bytes, last_segs, last_bytes = self._seen.get(fields[3], (0, 0, 0, 0))
+            if segs < last_segs:  # a new connection from the same address and port
+                base_segs, base_bytes = base_segs + last_segs, base_bytes + last_bytes
+            self._seen[fields[3]] = (base_segs, base_bytes, segs, read)
+        return (sum(v[0] + v[2] for v in self._seen.values()), sum(v[1] + v[3] for v in self._seen.values()))
 
 
 def rendezvous_gaps(job: Job) -> list[float]:
@@ -215,20 +271,42 @@ def decisions(job: Job, rank: int) -> list[tuple]:
     return [(e["generation"], e["event"], e.get("complete")) for e in job.events(rank) if e["event"] in names]
 
 
-def full_run(nodes: int, generations: int, row: Row) -> None:
+def windows(job: Job) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Wall-time windows: per generation, every node training (its last worker started -> the first node's end);
+    and per restart, the rendezvous (the last node's end -> the last worker of the next started)."""
+    ends: dict[int, list[float]] = {}
+    for rank in range(job.nodes):
+        for event in job.events(rank, "generation_ended"):
+            ends.setdefault(event["generation"], []).append(stamp(event))
+    started = {g: max(t for t, _ in found) for g, found in job.started().items() if len(found) == job.nodes}
+    training = [(started[g], min(ends[g])) for g in started if g in ends and min(ends[g]) > started[g]]
+    rendezvous = [(max(ends[g - 1]), started[g]) for g in started if g - 1 in ends and started[g] > max(ends[g - 1])]
+    return training, rendezvous
+
+
+def _mean_rate(sampler: Sampler, spans: list[tuple[float, float]], column: int = 1) -> float:
+    rates = [r for r in (sampler.rate(a, b, column) for a, b in spans) if r is not None]
+    return statistics.fmean(rates) if rates else float("nan")
+
+
+def full_run(nodes: int, generations: int, row: Row, *, train_seconds: float, packed: bool) -> None:
     with tempfile.TemporaryDirectory(prefix=f"pai-scale-{nodes}-") as folder:
-        job = Job(nodes, generations, Path(folder), hold=False)
+        cpu_before, wall_before = _children_cpu(), time.monotonic()
+        job = Job(nodes, generations, Path(folder), hold=False, train_seconds=train_seconds, packed=packed)
         sampler = Sampler(job)
         sampler.start()
         row.exit_codes = job.wait()
         sampler.stop.set()
         sampler.join()
+        row.cpu_load = (_children_cpu() - cpu_before) / (time.monotonic() - wall_before) / (os.cpu_count() or 1)
         gaps = rendezvous_gaps(job)
         row.rendezvous_mean_s = statistics.fmean(gaps) if gaps else float("nan")
         row.rendezvous_max_s = max(gaps) if gaps else float("nan")
-        reads = sampler.store_reads
-        if len(reads) >= 2 and reads[-1][0] > reads[0][0]:
-            row.store_reads_per_s = (reads[-1][1] - reads[0][1]) / (reads[-1][0] - reads[0][0])
+        training, rendezvous = windows(job)
+        row.store_requests_training_per_s = _mean_rate(sampler, training)
+        row.store_requests_rendezvous_per_s = _mean_rate(sampler, rendezvous)
+        row.store_bytes_in_training_per_s = _mean_rate(sampler, training, column=2)
+        row.store_backend = next((e.get("store_backend") or "" for e in job.events(0, "job_nodes")), "")
         row.supervisor_rss_mb = sampler.supervisor_rss / 2**20
         row.agent_rss_mb = sampler.agent_rss / 2**20
         first = decisions(job, 0)
@@ -236,11 +314,17 @@ def full_run(nodes: int, generations: int, row: Row) -> None:
         row.left += job.close()
 
 
-def stop_run(nodes: int, row: Row, *, kill: bool) -> None:
+def _children_cpu() -> float:
+    """CPU seconds of every process this harness started and reaped, with what they reaped in turn."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def stop_run(nodes: int, row: Row, *, kill: bool, packed: bool) -> None:
     """The last node's pai-launch gets SIGTERM (or SIGKILL) once every node's worker of generation 1 runs; the kill
     is timed until every worker of the job (the other nodes' too) is gone."""
     with tempfile.TemporaryDirectory(prefix=f"pai-scale-{nodes}-stop-") as folder:
-        job = Job(nodes, 3, Path(folder), hold=True)
+        job = Job(nodes, 3, Path(folder), hold=True, packed=packed)
         deadline = time.monotonic() + RUN_TIMEOUT
         while not job.running(1) and time.monotonic() < deadline and all(p.poll() is None for p in job.procs):
             time.sleep(0.05)
@@ -260,18 +344,20 @@ def stop_run(nodes: int, row: Row, *, kill: bool) -> None:
         row.left += job.close()
 
 
-def measure(nodes: int, generations: int) -> Row:
+def measure(nodes: int, generations: int, *, train_seconds: float, packed: bool, stops: bool) -> Row:
     row = Row(nodes)
-    full_run(nodes, generations, row)
-    stop_run(nodes, row, kill=False)
-    stop_run(nodes, row, kill=True)
+    full_run(nodes, generations, row, train_seconds=train_seconds, packed=packed)
+    if stops:
+        stop_run(nodes, row, kill=False, packed=packed)
+        stop_run(nodes, row, kill=True, packed=packed)
     return row
 
 
-def _sweep(prefix: str = "pai-scale-") -> None:
-    """The harness itself failed: whatever its jobs started goes too (never an orphan)."""
+def _sweep() -> None:
+    """The harness itself failed: whatever its jobs started goes too (never an orphan); another harness's jobs stay."""
+    roots = {str(root) for root in ROOTS}
     for process in psutil.process_iter():
-        if prefix in _cmdline(process) and process.pid != os.getpid():
+        if _job_of(process) in roots:
             try:
                 process.kill()
             except psutil.Error:
@@ -282,26 +368,36 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,4,8,16", help="comma-separated node counts (default: 2,4,8,16)")
     parser.add_argument("--generations", type=int, default=3)
+    parser.add_argument("--train-seconds", type=float, default=4.0, help="each generation's training (default: 4)")
+    parser.add_argument("--packed", action="store_true", help="every node on one address, as nodes sharing a host")
+    parser.add_argument("--no-stops", action="store_true", help="the full run only (no SIGTERM and kill -9 runs)")
     parser.add_argument("--json", type=Path, default=None)
     options = parser.parse_args()
     rows = []
-    print(f"{'nodes':>5} {'exit':>6} {'rdzv mean/max, s':>17} {'store reads/s':>13} {'RSS sup/agent, MB':>18} "
-          f"{'SIGTERM, s':>10} {'kill -9, s':>10} {'same':>5} {'left':>4}", flush=True)
+    print(f"{'nodes':>5} {'exit':>6} {'rdzv mean/max, s':>17} {'store req/s train/rdzv':>22} {'store KB/s':>10} "
+          f"{'CPU load':>8} {'RSS sup/agent, MB':>18} {'SIGTERM, s':>10} {'kill -9, s':>10} {'same':>5} {'left':>4}",
+          flush=True)
     for nodes in (int(n) for n in options.nodes.split(",")):
         try:
-            row = measure(nodes, options.generations)
+            row = measure(nodes, options.generations, train_seconds=options.train_seconds, packed=options.packed,
+                          stops=not options.no_stops)
         except BaseException:
             _sweep()
             raise
         rows.append(row)
         codes = "0" if set(row.exit_codes) == {0} else ",".join(map(str, sorted(set(row.exit_codes))))
         print(f"{nodes:>5} {codes:>6} {row.rendezvous_mean_s:>8.2f}/{row.rendezvous_max_s:<8.2f} "
-              f"{row.store_reads_per_s:>13.0f} {row.supervisor_rss_mb:>8.0f}/{row.agent_rss_mb:<9.0f} "
-              f"{row.sigterm_all_exited_s:>10.2f} {row.kill9_workers_gone_s:>10.2f} {str(row.same_decisions):>5} "
+              f"{row.store_requests_training_per_s:>11.0f}/{row.store_requests_rendezvous_per_s:<10.0f} "
+              f"{row.store_bytes_in_training_per_s / 1024:>10.1f} {row.cpu_load:>8.2f} "
+              f"{row.supervisor_rss_mb:>8.0f}/{row.agent_rss_mb:<9.0f} "
+              f"{row.sigterm_all_exited_s:>10.2f} {row.kill9_workers_gone_s:>10.2f} {row.same_decisions!s:>5} "
               f"{row.left:>4}", flush=True)
+    print(f"store server: {rows[0].store_backend or 'unknown'}; addresses: "
+          f"{'one for every node (packed)' if options.packed else '127.0.0.<node+1>'}", flush=True)
     if options.json:
         options.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    good = all(set(r.exit_codes) == {0} and r.same_decisions and r.left == 0 for r in rows)
+    good = all(set(r.exit_codes) == {0} and r.same_decisions and r.left == 0 and
+               (options.no_stops or (r.sigterm_exit_codes and r.kill9_workers_gone_s < 300)) for r in rows)
     return 0 if good else 1
 
 

@@ -32,4 +32,4 @@ def test_a_multi_node_generation_meets_in_the_jobs_store_on_the_generations_own_
     assert config.run_id == "job-g5"
     assert config.rdzv_configs["is_host"] is False and config.rdzv_configs["timeout"] == 60
     assert config.rdzv_configs["last_call_timeout"] == int(launchconfig.LAST_CALL)
-    assert _shared(config) == (2, "c10d", 0, 0.1, "forkserver", 7)
+    assert _shared(config) == (2, "pai-c10d", 0, 0.1, "forkserver", 7)

@@ -1,13 +1,13 @@
 """The LaunchConfig a generation hands torch's launcher: one node's own, or its part in a multi-node job.
 
-Both rendezvous through c10d on an id of their own, let torch restart nothing (max_restarts=0: pai-launch owns the
+Both rendezvous through c10d (a job's generations through jobrendezvous.py's handler) on an id of their own, let torch restart nothing (max_restarts=0: pai-launch owns the
 restart policy), write every rank's output to files under the generation's log folder and give stopping workers
 the run's grace; they differ only in who meets whom, and where.
 """
 
 from __future__ import annotations
 
-from pai_launch.agent import torchcompat
+from pai_launch.agent import jobrendezvous, torchcompat
 from pai_launch.wire import crossnode
 from pai_launch.wire.protocol import GenerationRequest
 
@@ -31,7 +31,7 @@ def multi_node(request: GenerationRequest, generation: int, start_method: str):
         min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes,
         run_id=crossnode.generation_rendezvous_id(nodes.job_id, generation), rdzv_endpoint=f"{nodes.host}:{nodes.port}",
         rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
-        local_addr=nodes.local_addr, **_shared(request, start_method),
+        local_addr=nodes.local_addr, **{**_shared(request, start_method), "rdzv_backend": jobrendezvous.register()},
     ))
 
 

@@ -16,7 +16,7 @@ import time
 
 import psutil
 
-from pai_launch.agent import noderesult
+from pai_launch.agent import noderesult, ringwatch
 from pai_launch.agent.control import AgentControl
 from pai_launch.agent.noderesult import NodeFacts
 from pai_launch.savefmt import savedir
@@ -64,11 +64,15 @@ class NodeGeneration:
         #: Called when the generation must end while no worker has started yet (the agent is still in torch's
         #: rendezvous, which would wait out --rdzv-timeout): reports and leaves.
         self.abort = None
-        self._last_scan = 0.0
+        self._last_look = float("-inf")
         self._expected = 0
+        self._group_rank = -1
+        self._alarm_seen = 0
+        #: This node's outcome is out: an alarm from now on may be its own.
+        self.published = False
         self._members: dict[int, Member] = {}
         self._register_lock = threading.Lock()
-        self._beats = crossnode.Beats()
+        self._ring = ringwatch.RingWatch(link, generation, request.nodes.node_rank)
         self._done = threading.Event()
 
     # --- while the workers run -------------------------------------------------------------------------
@@ -99,11 +103,12 @@ class NodeGeneration:
                 return
             group_rank, group_size = group if group is not None else (-1, self.nodes.min_nodes)
             member = Member(self.nodes.node_rank, self.host, group_rank, tuple(sorted(self.watch.ranks.values())))
-            self._expected = group_size
+            self._expected, self._group_rank = group_size, group_rank
             self.link.register(self.generation, member, expected=group_size)
             self.registered_at = now
 
     def _refresh_members(self) -> None:
+        """Every member read (max_nodes reads): at the generation's end only, not each beat."""
         if len(self._members) < self._expected:
             self._members = {m.node: m for m in self.link.members(self.generation, self.nodes.max_nodes)}
 
@@ -126,36 +131,34 @@ class NodeGeneration:
             self._done.wait(crossnode.BEAT_INTERVAL if self.registered_at is not None else 0.02)
 
     def _check_once(self, now: float) -> None:
+        """One beat: a constant number of store operations, however many nodes (ringwatch.py). Until this node
+        registers, the look at its workers' group is quick and the store's every beat."""
+        self._register(now)
+        if self.registered_at is None and now - self._last_look < crossnode.BEAT_INTERVAL:
+            return
+        self._last_look = now
         self.link.beat(self.generation)
         if self.stopped_by is None:
             self.link.check_stop()
-        self._register(now)
+        alarm = 0 if self.published else self.link.alarm(self.generation)
         if self.registered_at is None:
-            if now - self._last_scan >= crossnode.BEAT_INTERVAL:  # a peer that cannot run this job (folder not shared)
-                self._last_scan = now
-                for node in range(self.nodes.max_nodes):
-                    outcome = self.link.outcome(self.generation, node) if node != self.nodes.node_rank else None
-                    if outcome is not None and outcome.fatal:
-                        self.peer_fatal = outcome.fatal
-                        self._stop_local()
+            if alarm != self._alarm_seen:  # a peer that cannot run this job (folder not shared) raised it
+                self._alarm_seen = alarm
+                self._look_for_fatal()
             return
-        self._refresh_members()
-        for node in list(self._members):
-            if node == self.nodes.node_rank or node in self.lost:
-                continue
-            self._beats.update(node, self.link.beat_count(self.generation, node), now)
-            outcome = self.link.outcome(self.generation, node)
-            if outcome is not None and crossnode.peer_failed(outcome):
-                self._stop_local()
-        for node in self._beats.lost(now):
-            if node not in self.lost and self.link.outcome(self.generation, node) is None:
-                self.lost[node] = f"({self._members[node].host}) stopped responding: no heartbeat for {crossnode.LOST_AFTER:.0f} s"
-                self._stop_local()
-        if len(self._members) < self._expected and now - self.registered_at >= crossnode.LOST_AFTER:
-            missing = self._expected - len(self._members)
-            self.lost.setdefault(-1, f"{missing} node(s) of the rendezvous never reported in (their pai-launch or "
-                                     "machine is gone)")
+        if alarm:
+            self._stop_local()  # a peer failed, or a watcher found one lost
+        if self._ring.check(now, self._group_rank, self._expected, self.registered_at):
+            self.lost.update(self._ring.lost)
             self._stop_local()
+
+    def _look_for_fatal(self) -> None:
+        for node in range(self.nodes.max_nodes):
+            outcome = self.link.outcome(self.generation, node) if node != self.nodes.node_rank else None
+            if outcome is not None and outcome.fatal:
+                self.peer_fatal = outcome.fatal
+                self._stop_local()
+                return
 
     # --- once the workers are gone ----------------------------------------------------------------------
     def finish(self, failures: tuple[WorkerFailure, ...], error: str | None) -> GenerationResult:
@@ -199,7 +202,9 @@ class NodeGeneration:
         outcomes = {own.node: own}
         try:
             self._register(time.monotonic(), final=True)
+            self.published = True
             self.link.publish(self.generation, own)
+            self._refresh_members()
             if self.stopped_by is None:
                 outcomes = self._gather(own)
             if self.stopped_by is None:
@@ -212,6 +217,7 @@ class NodeGeneration:
 
     def _gather(self, own: NodeOutcome) -> dict[int, NodeOutcome]:
         outcomes = {own.node: own}
+        pending_watch = ringwatch.PendingWatch(self.link, self.generation)
         while True:
             self._refresh_members()
             pending = [node for node in self._members if node not in outcomes and node not in self.lost]
@@ -221,6 +227,12 @@ class NodeGeneration:
                     outcomes[node] = found
             if self.store_error or self.stopped_by is not None:
                 return outcomes
+            waiting = [self._members[node] for node in pending if node not in outcomes]
+            self.lost.update(pending_watch.lost(waiting, time.monotonic()))
+            if len(self._members) < self._expected and -1 not in self.lost:
+                missing = self.link.lost_verdict(self.generation, -1)
+                if missing is not None:
+                    self.lost[-1] = missing
             if all(node in outcomes or node in self.lost for node in self._members) and (
                     len(self._members) >= self._expected or -1 in self.lost):
                 return outcomes

@@ -58,8 +58,6 @@ WATCH_TIMEOUT = 5.0
 def serve(port: int, facts: storevalues.JobFacts, host: str) -> int:
     from datetime import timedelta
 
-    from torch.distributed import TCPStore
-
     first = sys.stdin.readline()
     secret = TO_STORE.decode(first, expect=Secret).secret if first.strip() else ""
     if not secret:
@@ -71,8 +69,7 @@ def serve(port: int, facts: storevalues.JobFacts, host: str) -> int:
         _say(Refused(f"cannot serve the job's store at {host}:{port}: {listen.bind_problem(exc, host, port)}"))
         return PROBE_FAILED
     try:
-        store = TCPStore(listen.client_host(sock), port, is_master=True, wait_for_workers=False,
-                         timeout=timedelta(seconds=30), master_listen_fd=sock.fileno(), use_libuv=False)
+        store, backend = _store_on(sock, port, timedelta(seconds=30))
     except Exception as exc:  # noqa: BLE001 - torch's DistNetworkError/RuntimeError
         _say(Refused(f"cannot serve the job's store at {host}:{port}: {crossnode.one_line(exc)}: choose a free port in "
                      "--rdzv-endpoint (or stop what listens there)"))
@@ -80,7 +77,7 @@ def serve(port: int, facts: storevalues.JobFacts, host: str) -> int:
     link = storelink.StoreLink(store, 0, secret)
     link.put(crossnode.INFO, storevalues.StoreInfo())
     link.put(crossnode.FACTS, facts)
-    _say(Serving())
+    _say(Serving(backend))
     for line in sys.stdin:
         if line.strip():
             command = TO_STORE.decode(line, expect=SetValue)
@@ -90,6 +87,22 @@ def serve(port: int, facts: storevalues.JobFacts, host: str) -> int:
     while time.monotonic() < deadline and _others_pending(link, facts.max_nodes):
         time.sleep(0.05)
     return 0
+
+
+def _store_on(sock, port: int, timeout):
+    """torch's TCPStore served on the bound `sock`, and which server: libuv's (one event loop for thousands of
+    connections) where this torch serves an inherited socket with it, else the older one (one thread polling every
+    connection), which torch before 2.8 needs for that. Tried, not looked up by version; torch's complaint about
+    the first try goes to this process's stderr, which nobody reads once it serves."""
+    from torch.distributed import TCPStore
+
+    host = listen.client_host(sock)
+    try:
+        return TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=timeout,
+                        master_listen_fd=sock.fileno(), use_libuv=True), "libuv"
+    except (NotImplementedError, TypeError):
+        return TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=timeout,
+                        master_listen_fd=sock.fileno(), use_libuv=False), "legacy"
 
 
 def _others_pending(link: storelink.StoreLink, max_nodes: int) -> bool:

@@ -73,6 +73,8 @@ class StoreHost:
             stderr=subprocess.PIPE, start_new_session=True,
         )
         self.pid = self.popen.pid
+        #: Which of torch's store servers serves the job: "libuv" or "legacy" (wait_ready tells).
+        self.backend = ""
         self._lock = threading.Lock()
         self._closing = False
         self._send(Secret(self.secret))
@@ -85,6 +87,7 @@ class StoreHost:
         reader.join(timeout)
         said = _said(answer[0] if answer else b"")
         if isinstance(said, Serving):
+            self.backend = said.backend
             for stream in (self.popen.stdout, self.popen.stderr):  # drained, so a chatty store never blocks on a pipe
                 threading.Thread(target=lambda s=stream: s.read(), name=f"store-drain-{self.pid}", daemon=True).start()
             return

@@ -114,7 +114,8 @@ class Runner(ActionExecutors):
                           requeue_on=signal.Signals(self.spec.requeue_on).name if self.spec.requeue_on else None)
         if self.spec.nodes.multi:
             self.log.info(log_events.JOB_NODES, nodes=self.spec.nodes.describe(), job_id=plan.job_id(self.spec, self.session.run_id),
-                          serving_store=self.store_host is not None)
+                          serving_store=self.store_host is not None,
+                          store_backend=self.store_host.backend if self.store_host is not None else None)
         self.log.info(log_events.RUN_STARTED, script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
                       mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid(),
                       resumed=self.session.previous is not None, generation=self.state.generation, failures=self.state.failures)

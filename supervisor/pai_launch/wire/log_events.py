@@ -111,7 +111,7 @@ FORKSERVER_RESTARTED = LogEvent("forkserver_restarted", "agent_pid forkserver_pi
 WARM_WORKERS_REFUSED = LogEvent("warm_workers_refused", "agent_pid workers reason")
 
 # --- the job (several nodes, Slurm) ----------------------------------------------------------------
-JOB_NODES = LogEvent("job_nodes", "nodes job_id serving_store")
+JOB_NODES = LogEvent("job_nodes", "nodes job_id serving_store store_backend")
 JOB_SETUP_FAILED = LogEvent("job_setup_failed", "error")
 JOB_STOP_ANNOUNCED = LogEvent("job_stop_announced", "reason told")
 JOB_STOP_SEEN = LogEvent("job_stop_seen", "reason")

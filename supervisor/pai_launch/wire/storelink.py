@@ -19,6 +19,7 @@ from pai_launch.wire.crossnode import (
     member_key,
     node_key,
     one_line,
+    peer_failed,
     result_key,
     stop_seen_key,
 )
@@ -114,8 +115,21 @@ class StoreLink:
 
     def register(self, generation: int, member: Member, expected: int) -> None:
         self.put(member_key(generation, member.node), member)
+        if member.group_rank >= 0:
+            self.set(gen_key(generation, "rank", member.group_rank), str(member.node))
         if self.add(gen_key(generation, "registered"), 1) >= expected:
             self.set(gen_key(generation, "running"), "1")
+
+    def registered(self, generation: int) -> int:
+        return self.add(gen_key(generation, "registered"), 0)
+
+    def node_at(self, generation: int, group_rank: int) -> int | None:
+        """The node that torch's rendezvous gave group rank `group_rank`, once it registered."""
+        text = self.get(gen_key(generation, "rank", group_rank))
+        return None if text is None else int(text)
+
+    def member(self, generation: int, node: int) -> Member | None:
+        return self.read(member_key(generation, node))
 
     def members(self, generation: int, max_nodes: int) -> list[Member]:
         found = (self.read(member_key(generation, node)) for node in range(max_nodes))
@@ -128,7 +142,25 @@ class StoreLink:
         return self.add(gen_key(generation, "beat", node), 0)
 
     def publish(self, generation: int, outcome: NodeOutcome) -> None:
+        """This node's outcome; a failed one raises the generation's alarm, which every node reads."""
         self.put(result_key(generation, outcome.node), outcome)
+        if peer_failed(outcome):
+            self.raise_alarm(generation)
+
+    def raise_alarm(self, generation: int) -> None:
+        self.add(gen_key(generation, "alarm"), 1)
+
+    def alarm(self, generation: int) -> int:
+        """How many times a node failed or saw a peer lost in this generation: one read, however many nodes."""
+        return self.add(gen_key(generation, "alarm"), 0)
+
+    def report_lost(self, generation: int, node: int, why: str) -> None:
+        """Node `node` is lost (-1: nodes that never reported in), as its watcher saw it; the alarm raised."""
+        self.set(gen_key(generation, "lost", node), why)
+        self.raise_alarm(generation)
+
+    def lost_verdict(self, generation: int, node: int) -> str | None:
+        return self.get(gen_key(generation, "lost", node))
 
     def outcome(self, generation: int, node: int) -> NodeOutcome | None:
         return self.read(result_key(generation, node))

@@ -37,7 +37,9 @@ class SetValue:
 @FROM_STORE.message("serving")
 @dataclass(frozen=True)
 class Serving:
-    """Node 0's store is up at --rdzv-endpoint."""
+    """Node 0's store is up at --rdzv-endpoint, served by torch's `backend` server ("libuv" or "legacy")."""
+
+    backend: str = ""
 
 
 @FROM_STORE.message("refused")

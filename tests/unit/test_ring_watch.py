@@ -1,0 +1,139 @@
+"""The nodes' watch on each other while a generation runs costs the job's store a constant number of operations per
+node and beat, however many nodes: each watches only the next group rank, and one alarm counter tells every node
+that a peer failed or was lost. Driven here on an in-memory store that counts what it serves, with N nodes'
+monitors stepped by hand through scripted clocks."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from pai_launch.agent import multinode
+from pai_launch.agent.control import AgentControl
+from pai_launch.wire import crossnode
+from pai_launch.wire.storelink import StoreLink
+from pai_launch.wire.storevalues import NodeOutcome
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "0123456789abcdef0123456789abcdef"
+
+
+class CountingStore:
+    """What torch's TCPStore offers the agent, in memory; `ops` counts every request a real one would serve."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+        self.ops = 0
+
+    def check(self, keys):
+        self.ops += 1
+        return all(key in self.values for key in keys)
+
+    def get(self, key):
+        self.ops += 1
+        return self.values[key]
+
+    def set(self, key, value):
+        self.ops += 1
+        self.values[key] = value.encode() if isinstance(value, str) else value
+
+    def add(self, key, amount):
+        self.ops += 1
+        value = int(self.values.get(key, b"0")) + amount
+        self.values[key] = str(value).encode()
+        return value
+
+    def delete_key(self, key):
+        self.ops += 1
+        return self.values.pop(key, None) is not None
+
+
+class Job:
+    """N nodes' generation 1, every node's workers running with group rank = node rank (torch may order them
+    otherwise; the ring follows group ranks)."""
+
+    def __init__(self, size: int, order=None) -> None:
+        self.store = CountingStore()
+        self.stopped: list[int] = []
+        self.nodes = []
+        order = order or list(range(size))
+        for node in range(size):
+            request = SimpleNamespace(nodes=SimpleNamespace(node_rank=node, max_nodes=size, min_nodes=size),
+                                      grace=30.0)
+            generation = multinode.NodeGeneration(request, StoreLink(self.store, node, SECRET), 1, AgentControl())
+            generation.host = f"host{node}"
+            generation.watch = SimpleNamespace(group=(order[node], size), ranks={1000 + node: order[node]},
+                                               processes=list)
+            generation._stop_local = lambda node=node: self.stopped.append(node)
+            self.nodes.append(generation)
+
+    def beat(self, now: float, skip=()) -> int:
+        """Every node's monitor looks once (but those in `skip`); the store operations that took."""
+        before = self.store.ops
+        for generation in self.nodes:
+            if generation.nodes.node_rank not in skip:
+                generation._check_once(now)
+        return self.store.ops - before
+
+
+@pytest.mark.parametrize("size", [4, 64])
+def test_a_beat_costs_the_store_a_constant_number_of_operations_per_node(size):
+    job = Job(size)
+    job.beat(0.0)  # registration: a few writes each
+    job.beat(0.5)  # the ring found (each node reads its peer's member once)
+    steady = [job.beat(1.0 + 0.5 * step) / size for step in range(4)]
+    assert steady == [steady[0]] * 4
+    assert steady[0] <= 5, f"{steady[0]} store operations per node and beat"
+    assert not job.stopped
+
+
+def test_the_cost_per_node_does_not_grow_with_the_job():
+    small, large = Job(4), Job(128)
+    for job in (small, large):
+        job.beat(0.0)
+        job.beat(0.5)
+    assert small.beat(1.0) / 4 == large.beat(1.0) / 128
+
+
+def test_a_node_that_stops_beating_is_named_lost_by_its_watcher_and_every_node_stops():
+    job = Job(6, order=[3, 0, 5, 1, 2, 4])  # node 4 has group rank 2; its watcher has group rank 1: node 3
+    now = 0.0
+    job.beat(now)
+    while now < crossnode.LOST_AFTER + 1.0:
+        now += crossnode.BEAT_INTERVAL
+        job.beat(now, skip={4})
+    assert job.nodes[3].lost == {4: "(host4) stopped responding: no heartbeat for 10 s"}
+    assert all(not job.nodes[n].lost for n in (0, 1, 2, 5)), "one watcher per node, not every node"
+    assert set(job.stopped) == {0, 1, 2, 3, 5}
+    assert job.nodes[0].link.lost_verdict(1, 4) == job.nodes[3].lost[4]
+
+
+def test_a_node_that_never_registers_is_reported_missing():
+    job = Job(3)
+    del job.nodes[2:]
+    now = 0.0
+    while now < crossnode.LOST_AFTER + 1.0:
+        job.beat(now)
+        now += crossnode.BEAT_INTERVAL
+    assert job.nodes[0].lost[-1].startswith("1 node(s) of the rendezvous never reported in")
+    assert set(job.stopped) == {0, 1}
+
+
+def test_a_failed_outcome_raises_the_alarm_and_every_other_node_stops_within_a_beat():
+    job = Job(8)
+    job.beat(0.0)
+    job.beat(0.5)
+    job.nodes[5].link.publish(1, NodeOutcome(5, "host5", error="its workers could not start"))
+    job.beat(1.0)
+    assert set(job.stopped) == set(range(8)) - {5} or set(job.stopped) == set(range(8))
+
+
+def test_a_fatal_peer_before_registration_is_found_through_the_alarm():
+    job = Job(4)
+    for generation in job.nodes[1:]:
+        generation.watch.group = None  # their workers not started yet
+    job.nodes[0].link.publish(1, NodeOutcome(0, "host0", fatal="the save folder is not shared"))
+    job.beat(0.0)
+    assert [job.nodes[n].peer_fatal for n in (1, 2, 3)] == ["the save folder is not shared"] * 3
