@@ -1,7 +1,8 @@
 """The nodes' watch on each other while a generation runs costs the job's store a constant number of operations per
 node and beat, however many nodes: each watches only the next group rank, and one alarm counter tells every node
-that a peer failed or was lost. Driven here on an in-memory store that counts what it serves, with N nodes'
-monitors stepped by hand through scripted clocks."""
+that a peer failed or was lost. At the generation's end each node reads every outcome in a constant number of
+requests too, once the count of published ones says all are in. Driven here on an in-memory store that counts what
+it serves, with N nodes' monitors stepped by hand through scripted clocks."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ class CountingStore:
         value = int(self.values.get(key, b"0")) + amount
         self.values[key] = str(value).encode()
         return value
+
+    def multi_get(self, keys):
+        self.ops += 1
+        return [self.values[key] for key in keys]
 
     def delete_key(self, key):
         self.ops += 1
@@ -137,3 +142,41 @@ def test_a_fatal_peer_before_registration_is_found_through_the_alarm():
     job.nodes[0].link.publish(1, NodeOutcome(0, "host0", fatal="the save folder is not shared"))
     job.beat(0.0)
     assert [job.nodes[n].peer_fatal for n in (1, 2, 3)] == ["the save folder is not shared"] * 3
+
+
+def _end(job: Job, outcomes: dict[int, NodeOutcome]) -> list[int]:
+    """Every node publishes its outcome, then gathers everyone's; the store operations each gather took."""
+    for node, outcome in outcomes.items():
+        job.nodes[node].published = True
+        job.nodes[node].link.publish(1, outcome)
+    costs = []
+    for node, outcome in outcomes.items():
+        before = job.store.ops
+        gathered = job.nodes[node]._gather(outcome)
+        costs.append(job.store.ops - before)
+        assert gathered == outcomes
+    return costs
+
+
+@pytest.mark.parametrize("size", [4, 64])
+def test_reading_every_outcome_at_the_end_costs_each_node_a_constant_number_of_requests(size):
+    job = Job(size)
+    job.beat(0.0)
+    failed = NodeOutcome(2, "host2", error="its workers could not start")
+    costs = _end(job, {n: failed if n == 2 else NodeOutcome(n, f"host{n}") for n in range(size)})
+    assert costs == [5] * size, "the published count, then two checks and two multi_gets"
+
+
+def test_with_a_member_lost_the_outcomes_are_read_one_by_one_and_the_loss_is_named():
+    job = Job(4)
+    now = 0.0
+    job.beat(now)
+    while now < crossnode.LOST_AFTER + 1.0:
+        now += crossnode.BEAT_INTERVAL
+        job.beat(now, skip={3})
+    assert 3 in job.nodes[2].lost
+    own = NodeOutcome(2, "host2")
+    for node in (0, 1):
+        job.nodes[node].link.publish(1, NodeOutcome(node, f"host{node}"))
+    gathered = job.nodes[2]._gather(own)
+    assert sorted(gathered) == [0, 1, 2] and job.nodes[2].lost == {3: "(host3) stopped responding: no heartbeat for 10 s"}

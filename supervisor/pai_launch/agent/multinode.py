@@ -195,7 +195,7 @@ class NodeGeneration:
             pass
         return NodeFacts(self.generation, self.request.log_dir, started=True, outcomes=outcomes, lost=lost,
                          stopped_by=self.stopped_by, store_error=store_error, store=f"{self.nodes.host}:{self.nodes.port}",
-                         members=max(1, len(self._members)))
+                         members=max(1, len(self._members), len(outcomes)))
 
     def _exchange(self, own: NodeOutcome) -> tuple[NodeOutcome, ...]:
         """This node's outcome published, and every member's read unless the job was stopped or the store is lost."""
@@ -204,7 +204,6 @@ class NodeGeneration:
             self._register(time.monotonic(), final=True)
             self.published = True
             self.link.publish(self.generation, own)
-            self._refresh_members()
             if self.stopped_by is None:
                 outcomes = self._gather(own)
             if self.stopped_by is None:
@@ -216,27 +215,40 @@ class NodeGeneration:
         return tuple(outcomes.values())
 
     def _gather(self, own: NodeOutcome) -> dict[int, NodeOutcome]:
+        """Every member's outcome. Once the count of published outcomes says all are in (and nobody is lost), they
+        are read in a few requests however many nodes there are; until then, and when a member is lost, member by
+        member, every BEAT_INTERVAL (storelink.all_outcomes)."""
         outcomes = {own.node: own}
         pending_watch = ringwatch.PendingWatch(self.link, self.generation)
-        while True:
-            self._refresh_members()
-            pending = [node for node in self._members if node not in outcomes and node not in self.lost]
-            for node in pending:
-                found = self.link.outcome(self.generation, node)
-                if found is not None:
-                    outcomes[node] = found
-            if self.store_error or self.stopped_by is not None:
-                return outcomes
-            waiting = [self._members[node] for node in pending if node not in outcomes]
-            self.lost.update(pending_watch.lost(waiting, time.monotonic()))
-            if len(self._members) < self._expected and -1 not in self.lost:
-                missing = self.link.lost_verdict(self.generation, -1)
-                if missing is not None:
-                    self.lost[-1] = missing
-            if all(node in outcomes or node in self.lost for node in self._members) and (
-                    len(self._members) >= self._expected or -1 in self.lost):
-                return outcomes
+        scanned = float("-inf")
+        while self.store_error is None and self.stopped_by is None:
+            if not self.lost and self.link.published(self.generation) >= self._expected:
+                everyone = self.link.all_outcomes(self.generation, self._expected)
+                if everyone is not None:
+                    return {**{o.node: o for o in everyone}, own.node: own}
+            now = time.monotonic()
+            if now - scanned >= crossnode.BEAT_INTERVAL:
+                scanned = now
+                if self._scan(outcomes, pending_watch, now):
+                    return outcomes
             time.sleep(0.1)
+        return outcomes
+
+    def _scan(self, outcomes: dict[int, NodeOutcome], pending_watch: ringwatch.PendingWatch, now: float) -> bool:
+        """Member by member: the outcomes that came, the members lost; True when every member is accounted for."""
+        self._refresh_members()
+        pending = [node for node in self._members if node not in outcomes and node not in self.lost]
+        for node in pending:
+            found = self.link.outcome(self.generation, node)
+            if found is not None:
+                outcomes[node] = found
+        self.lost.update(pending_watch.lost([self._members[node] for node in pending if node not in outcomes], now))
+        if len(self._members) < self._expected and -1 not in self.lost:
+            missing = self.link.lost_verdict(self.generation, -1)
+            if missing is not None:
+                self.lost[-1] = missing
+        return all(node in outcomes or node in self.lost for node in self._members) and (
+            len(self._members) >= self._expected or -1 in self.lost)
 
     def _wait_read(self, count: int) -> None:
         """Node 0 serves the store: give the others a moment to read the outcome before this node moves on."""

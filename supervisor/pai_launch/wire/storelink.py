@@ -144,8 +144,32 @@ class StoreLink:
     def publish(self, generation: int, outcome: NodeOutcome) -> None:
         """This node's outcome; a failed one raises the generation's alarm, which every node reads."""
         self.put(result_key(generation, outcome.node), outcome)
+        self.add(gen_key(generation, "published"), 1)
         if peer_failed(outcome):
             self.raise_alarm(generation)
+
+    def published(self, generation: int) -> int:
+        return self.add(gen_key(generation, "published"), 0)
+
+    def all_outcomes(self, generation: int, members: int) -> list[NodeOutcome] | None:
+        """Every registered member's outcome in four requests, whatever `members` is (group ranks 0..members-1 each
+        named its node at registration); None when one of the keys is not there (a member that never learnt its
+        group rank, one lost): then they are read one by one."""
+        nodes = self._all([gen_key(generation, "rank", rank) for rank in range(members)])
+        if nodes is None or not all(text.isdigit() for text in nodes):
+            return None
+        texts = self._all([result_key(generation, int(node)).name for node in nodes])
+        return None if texts is None else [STORE.decode(text, expect=NodeOutcome) for text in texts]
+
+    def _all(self, names: list[str]) -> list[str] | None:
+        """The values at every key in `names` in two requests (torch's multi_get), unsealed; None when one is absent
+        or fails its check."""
+        keys = [self.key(name) for name in names]
+        if not self._call("check", keys):
+            return None
+        values = self._call("multi_get", keys)
+        texts = [unseal(self.secret, name, value.decode(errors="replace")) for name, value in zip(names, values, strict=True)]
+        return None if any(text is None for text in texts) else texts
 
     def raise_alarm(self, generation: int) -> None:
         self.add(gen_key(generation, "alarm"), 1)
