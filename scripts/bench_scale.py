@@ -7,8 +7,9 @@ Per N it runs the job three times and prints one row:
 - rendezvous: from the last node's end of a generation to every node's workers training in the next (mean, max);
 - store requests/s: TCP data segments node 0's store received per second (every request that waits for its answer
   is one; writes sent back to back without an answer may share one), read from the kernel's socket counters (ss),
-  while every node trains (between the workers' start and the first node's generation end) and during the
-  rendezvous between generations; and the bytes it received per second while training;
+  while every node trains (the last worker's start -> the first one's end of training), at the generation's end
+  (from there to the first node's decision) and during the rendezvous between generations; the bytes it received
+  per second while training; and the most connections it had at once;
 - CPU load: the CPU time of every process of the job over wall time and the machine's cores (1.0: saturated);
 - RSS per node: pai-launch's own and its agent's (largest seen);
 - SIGTERM: one node's pai-launch gets SIGTERM mid-generation -> every node has exited;
@@ -18,7 +19,7 @@ Per N it runs the job three times and prints one row:
 
 --packed puts every node on one address (127.0.0.1), as several nodes of a job on one host.
 
-Usage: .venv/bin/python -m scripts.bench_scale [--nodes 2,4,8,16] [--generations 3] [--train-seconds 4] [--packed]
+Usage: .venv/bin/python -m scripts.bench_scale [--nodes 2,4,8,16] [--generations 3] [--train-seconds 6] [--packed]
        [--no-stops] [--json out.json]
 """
 
@@ -58,7 +59,9 @@ class Row:
     rendezvous_mean_s: float = float("nan")
     rendezvous_max_s: float = float("nan")
     store_requests_training_per_s: float = float("nan")
+    store_requests_end_per_s: float = float("nan")
     store_requests_rendezvous_per_s: float = float("nan")
+    store_connections: int = 0
     store_bytes_in_training_per_s: float = float("nan")
     store_backend: str = ""
     cpu_load: float = float("nan")
@@ -238,10 +241,13 @@ class StoreTraffic:
     def __init__(self, port: int) -> None:
         self.port = port
         self._seen: dict[str, tuple[int, int, int, int]] = {}  # peer -> (segments, bytes) before, (segments, bytes) now
+        #: The most connections it had at once.
+        self.most = 0
 
     def look(self) -> tuple[int, int]:
         out = subprocess.run(["ss", "-tinHO", "state", "established", f"( sport = :{self.port} )"],
                              capture_output=True, text=True, check=False).stdout
+        self.most = max(self.most, len(out.splitlines()))
         for line in out.splitlines():
             fields = line.split()
             counters = dict(f.split(":", 1) for f in fields if f.startswith(("data_segs_in:", "bytes_received:")))
@@ -271,17 +277,25 @@ def decisions(job: Job, rank: int) -> list[tuple]:
     return [(e["generation"], e["event"], e.get("complete")) for e in job.events(rank) if e["event"] in names]
 
 
-def windows(job: Job) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """Wall-time windows: per generation, every node training (its last worker started -> the first node's end);
-    and per restart, the rendezvous (the last node's end -> the last worker of the next started)."""
+def windows(job: Job, train_seconds: float) -> dict[str, list[tuple[float, float]]]:
+    """Wall-time windows per generation: "train", every node's worker training (the last one's start -> the first
+    one's start + the training time); "end", from there to the first node's decision (the workers' exits, the
+    outcomes exchanged); "rdzv", the last node's decision -> the last worker of the next generation started."""
     ends: dict[int, list[float]] = {}
     for rank in range(job.nodes):
         for event in job.events(rank, "generation_ended"):
             ends.setdefault(event["generation"], []).append(stamp(event))
-    started = {g: max(t for t, _ in found) for g, found in job.started().items() if len(found) == job.nodes}
-    training = [(started[g], min(ends[g])) for g in started if g in ends and min(ends[g]) > started[g]]
-    rendezvous = [(max(ends[g - 1]), started[g]) for g in started if g - 1 in ends and started[g] > max(ends[g - 1])]
-    return training, rendezvous
+    starts = {g: [t for t, _ in found] for g, found in job.started().items() if len(found) == job.nodes}
+    spans: dict[str, list[tuple[float, float]]] = {"train": [], "end": [], "rdzv": []}
+    for g, times in starts.items():
+        trained = min(times) + train_seconds
+        if trained > max(times):
+            spans["train"].append((max(times), trained))
+        if g in ends and min(ends[g]) > trained:
+            spans["end"].append((trained, min(ends[g])))
+        if g - 1 in ends and max(times) > max(ends[g - 1]):
+            spans["rdzv"].append((max(ends[g - 1]), max(times)))
+    return spans
 
 
 def _mean_rate(sampler: Sampler, spans: list[tuple[float, float]], column: int = 1) -> float:
@@ -302,10 +316,12 @@ def full_run(nodes: int, generations: int, row: Row, *, train_seconds: float, pa
         gaps = rendezvous_gaps(job)
         row.rendezvous_mean_s = statistics.fmean(gaps) if gaps else float("nan")
         row.rendezvous_max_s = max(gaps) if gaps else float("nan")
-        training, rendezvous = windows(job)
-        row.store_requests_training_per_s = _mean_rate(sampler, training)
-        row.store_requests_rendezvous_per_s = _mean_rate(sampler, rendezvous)
-        row.store_bytes_in_training_per_s = _mean_rate(sampler, training, column=2)
+        spans = windows(job, train_seconds)
+        row.store_requests_training_per_s = _mean_rate(sampler, spans["train"])
+        row.store_requests_end_per_s = _mean_rate(sampler, spans["end"])
+        row.store_requests_rendezvous_per_s = _mean_rate(sampler, spans["rdzv"])
+        row.store_bytes_in_training_per_s = _mean_rate(sampler, spans["train"], column=2)
+        row.store_connections = sampler.received.most
         row.store_backend = next((e.get("store_backend") or "" for e in job.events(0, "job_nodes")), "")
         row.supervisor_rss_mb = sampler.supervisor_rss / 2**20
         row.agent_rss_mb = sampler.agent_rss / 2**20
@@ -368,15 +384,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="2,4,8,16", help="comma-separated node counts (default: 2,4,8,16)")
     parser.add_argument("--generations", type=int, default=3)
-    parser.add_argument("--train-seconds", type=float, default=4.0, help="each generation's training (default: 4)")
+    parser.add_argument("--train-seconds", type=float, default=6.0, help="each generation's training (default: 6)")
     parser.add_argument("--packed", action="store_true", help="every node on one address, as nodes sharing a host")
     parser.add_argument("--no-stops", action="store_true", help="the full run only (no SIGTERM and kill -9 runs)")
     parser.add_argument("--json", type=Path, default=None)
     options = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # a timeout's kill still sweeps
     rows = []
-    print(f"{'nodes':>5} {'exit':>6} {'rdzv mean/max, s':>17} {'store req/s train/rdzv':>22} {'store KB/s':>10} "
-          f"{'CPU load':>8} {'RSS sup/agent, MB':>18} {'SIGTERM, s':>10} {'kill -9, s':>10} {'same':>5} {'left':>4}",
-          flush=True)
+    print(f"{'nodes':>5} {'exit':>6} {'rdzv mean/max, s':>17} {'store req/s train/end/rdzv':>26} {'KB/s':>6} "
+          f"{'conns':>5} {'CPU load':>8} {'RSS sup/agent, MB':>18} {'SIGTERM, s':>10} {'kill -9, s':>10} {'same':>5} "
+          f"{'left':>4}", flush=True)
     for nodes in (int(n) for n in options.nodes.split(",")):
         try:
             row = measure(nodes, options.generations, train_seconds=options.train_seconds, packed=options.packed,
@@ -387,8 +404,9 @@ def main() -> int:
         rows.append(row)
         codes = "0" if set(row.exit_codes) == {0} else ",".join(map(str, sorted(set(row.exit_codes))))
         print(f"{nodes:>5} {codes:>6} {row.rendezvous_mean_s:>8.2f}/{row.rendezvous_max_s:<8.2f} "
-              f"{row.store_requests_training_per_s:>11.0f}/{row.store_requests_rendezvous_per_s:<10.0f} "
-              f"{row.store_bytes_in_training_per_s / 1024:>10.1f} {row.cpu_load:>8.2f} "
+              f"{row.store_requests_training_per_s:>10.0f}/{row.store_requests_end_per_s:<6.0f}/"
+              f"{row.store_requests_rendezvous_per_s:<8.0f} {row.store_bytes_in_training_per_s / 1024:>6.1f} "
+              f"{row.store_connections:>5} {row.cpu_load:>8.2f} "
               f"{row.supervisor_rss_mb:>8.0f}/{row.agent_rss_mb:<9.0f} "
               f"{row.sigterm_all_exited_s:>10.2f} {row.kill9_workers_gone_s:>10.2f} {row.same_decisions!s:>5} "
               f"{row.left:>4}", flush=True)

@@ -17,10 +17,17 @@ pytestmark = [pytest.mark.proc, pytest.mark.timeout(600)]
 
 def _harness(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
     rows = tmp_path / "rows.json"
-    proc = subprocess.run([PYTHON, "-m", "scripts.bench_scale", "--nodes", "4", "--generations", "3",
-                           "--train-seconds", "1", "--json", str(rows), *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=560)
-    assert rows.exists(), proc.stdout + proc.stderr
+    harness = subprocess.Popen([PYTHON, "-m", "scripts.bench_scale", "--nodes", "4", "--generations", "3",
+                                "--train-seconds", "1", "--json", str(rows), *args],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = harness.communicate(timeout=540)
+    except subprocess.TimeoutExpired:
+        harness.terminate()  # SIGTERM: the harness sweeps what its jobs started before it exits
+        out, err = harness.communicate(timeout=60)
+        pytest.fail(f"the harness did not finish in 540 s:\n{out}\n{err}")
+    proc = subprocess.CompletedProcess(harness.args, harness.returncode, out, err)
+    assert rows.exists(), out + err
     [row] = json.loads(rows.read_text())
     return proc, row
 

@@ -112,7 +112,7 @@ def test_a_node_that_stops_beating_is_named_lost_by_its_watcher_and_every_node_s
     assert job.nodes[3].lost == {4: "(host4) stopped responding: no heartbeat for 10 s"}
     assert all(not job.nodes[n].lost for n in (0, 1, 2, 5)), "one watcher per node, not every node"
     assert set(job.stopped) == {0, 1, 2, 3, 5}
-    assert job.nodes[0].link.lost_verdict(1, 4) == job.nodes[3].lost[4]
+    assert job.nodes[0].link.outcome(1, 4).lost == job.nodes[3].lost[4], "published for every node to read"
 
 
 def test_a_node_that_never_registers_is_reported_missing():
@@ -148,11 +148,11 @@ def _end(job: Job, outcomes: dict[int, NodeOutcome]) -> list[int]:
     """Every node publishes its outcome, then gathers everyone's; the store operations each gather took."""
     for node, outcome in outcomes.items():
         job.nodes[node].published = True
-        job.nodes[node].link.publish(1, outcome)
+        assert job.nodes[node].link.publish(1, outcome)
     costs = []
     for node, outcome in outcomes.items():
         before = job.store.ops
-        gathered = job.nodes[node]._gather(outcome)
+        gathered = job.nodes[node]._gather({node: outcome})
         costs.append(job.store.ops - before)
         assert gathered == outcomes
     return costs
@@ -167,16 +167,45 @@ def test_reading_every_outcome_at_the_end_costs_each_node_a_constant_number_of_r
     assert costs == [5] * size, "the published count, then two checks and two multi_gets"
 
 
-def test_with_a_member_lost_the_outcomes_are_read_one_by_one_and_the_loss_is_named():
+def test_a_member_lost_is_published_as_lost_and_every_node_reads_that_in_a_few_requests():
     job = Job(4)
     now = 0.0
     job.beat(now)
     while now < crossnode.LOST_AFTER + 1.0:
         now += crossnode.BEAT_INTERVAL
         job.beat(now, skip={3})
-    assert 3 in job.nodes[2].lost
-    own = NodeOutcome(2, "host2")
+    assert job.nodes[2].lost == {3: "(host3) stopped responding: no heartbeat for 10 s"}
+    for node in (0, 1, 2):
+        assert job.nodes[node].link.publish(1, NodeOutcome(node, f"host{node}"))
+    for node in (0, 1, 2):
+        before = job.store.ops
+        gathered = job.nodes[node]._gather({node: NodeOutcome(node, f"host{node}")})
+        assert job.store.ops - before == 5
+        assert sorted(gathered) == [0, 1, 2]
+        assert job.nodes[node].lost == {3: "(host3) stopped responding: no heartbeat for 10 s"}
+
+
+def test_a_lost_member_that_publishes_late_is_still_lost_on_every_node_itself_included():
+    job = Job(3)
+    now = 0.0
+    job.beat(now)
+    while now < crossnode.LOST_AFTER + 1.0:
+        now += crossnode.BEAT_INTERVAL
+        job.beat(now, skip={2})
+    late = job.nodes[2]
+    assert not late.link.publish(1, NodeOutcome(2, "host2")), "its watcher's outcome came first and stands"
     for node in (0, 1):
-        job.nodes[node].link.publish(1, NodeOutcome(node, f"host{node}"))
-    gathered = job.nodes[2]._gather(own)
-    assert sorted(gathered) == [0, 1, 2] and job.nodes[2].lost == {3: "(host3) stopped responding: no heartbeat for 10 s"}
+        assert job.nodes[node].link.publish(1, NodeOutcome(node, f"host{node}"))
+    assert late._gather({}) == {0: NodeOutcome(0, "host0"), 1: NodeOutcome(1, "host1")}
+    assert late.lost == {2: "(host2) stopped responding: no heartbeat for 10 s"}
+
+
+def test_a_peer_that_ends_while_its_watcher_looks_is_not_lost():
+    job = Job(2)
+    job.beat(0.0)
+    assert job.nodes[1].link.publish(1, NodeOutcome(1, "host1"))
+    now = 0.0
+    while now < crossnode.LOST_AFTER + 1.0:
+        now += crossnode.BEAT_INTERVAL
+        job.beat(now, skip={1})
+    assert not job.nodes[0].lost and job.nodes[0].link.outcome(1, 1) == NodeOutcome(1, "host1")

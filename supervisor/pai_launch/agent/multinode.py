@@ -203,9 +203,10 @@ class NodeGeneration:
         try:
             self._register(time.monotonic(), final=True)
             self.published = True
-            self.link.publish(self.generation, own)
+            if not self.link.publish(self.generation, own):
+                outcomes = {}  # a watcher published this node as lost first: that stands, here as everywhere
             if self.stopped_by is None:
-                outcomes = self._gather(own)
+                outcomes = self._gather(outcomes)
             if self.stopped_by is None:
                 self.link.check_stop()  # a stop raised while we gathered still wins over the failures it caused
         except JobStopped as stop:
@@ -214,40 +215,50 @@ class NodeGeneration:
             self.store_error = self.store_error or str(exc)
         return tuple(outcomes.values())
 
-    def _gather(self, own: NodeOutcome) -> dict[int, NodeOutcome]:
-        """Every member's outcome. Once the count of published outcomes says all are in (and nobody is lost), they
-        are read in a few requests however many nodes there are; until then, and when a member is lost, member by
-        member, every BEAT_INTERVAL (storelink.all_outcomes)."""
-        outcomes = {own.node: own}
+    def _gather(self, outcomes: dict[int, NodeOutcome]) -> dict[int, NodeOutcome]:
+        """Every member's outcome (a lost member's says so: it goes to `lost`). Once the published count says all
+        are in, they are read in a few requests however many nodes there are (storelink.all_outcomes). Only when
+        that count stands still for LOST_AFTER (a member and its watcher both gone, or one that never registered)
+        are they read member by member, every BEAT_INTERVAL (at once when the count is complete but the keys are
+        not: a member that never learnt its group rank). `outcomes`: this node's own, as published."""
+        outcomes = dict(outcomes)
+        if self._expected <= 0:
+            return outcomes  # no group was ever formed here: nobody else to wait for
         pending_watch = ringwatch.PendingWatch(self.link, self.generation)
-        scanned = float("-inf")
+        count, moved, scanned = -1, time.monotonic(), float("-inf")
         while self.store_error is None and self.stopped_by is None:
-            if not self.lost and self.link.published(self.generation) >= self._expected:
+            now, published = time.monotonic(), self.link.published(self.generation)
+            if published >= self._expected:
                 everyone = self.link.all_outcomes(self.generation, self._expected)
                 if everyone is not None:
-                    return {**{o.node: o for o in everyone}, own.node: own}
-            now = time.monotonic()
-            if now - scanned >= crossnode.BEAT_INTERVAL:
+                    return self._sort_out({o.node: o for o in everyone})
+            count, moved = published, (now if published != count else moved)
+            stalled = published >= self._expected or now - moved >= crossnode.LOST_AFTER
+            if stalled and now - scanned >= crossnode.BEAT_INTERVAL:
                 scanned = now
                 if self._scan(outcomes, pending_watch, now):
-                    return outcomes
+                    return self._sort_out(outcomes)
             time.sleep(0.1)
-        return outcomes
+        return self._sort_out(outcomes)
+
+    def _sort_out(self, outcomes: dict[int, NodeOutcome]) -> dict[int, NodeOutcome]:
+        """The outcomes of members that ended; those that say a member is lost go to `lost`, the same on every node."""
+        self.lost.update({node: o.lost for node, o in outcomes.items() if o.lost})
+        return {node: o for node, o in outcomes.items() if not o.lost}
 
     def _scan(self, outcomes: dict[int, NodeOutcome], pending_watch: ringwatch.PendingWatch, now: float) -> bool:
-        """Member by member: the outcomes that came, the members lost; True when every member is accounted for."""
+        """Member by member: the outcomes that came (lost ones among them); True when every member has one."""
         self._refresh_members()
-        pending = [node for node in self._members if node not in outcomes and node not in self.lost]
-        for node in pending:
-            found = self.link.outcome(self.generation, node)
+        pending = [self._members[node] for node in self._members if node not in outcomes]
+        pending_watch.lost(pending, now)
+        for member in pending:
+            found = self.link.outcome(self.generation, member.node)
             if found is not None:
-                outcomes[node] = found
-        self.lost.update(pending_watch.lost([self._members[node] for node in pending if node not in outcomes], now))
-        if len(self._members) < self._expected and -1 not in self.lost:
-            missing = self.link.lost_verdict(self.generation, -1)
-            if missing is not None:
-                self.lost[-1] = missing
-        return all(node in outcomes or node in self.lost for node in self._members) and (
+                outcomes[member.node] = found
+        missing = self.link.missing(self.generation) if len(self._members) < self._expected else None
+        if missing is not None:
+            self.lost.setdefault(-1, missing)
+        return all(node in outcomes for node in self._members) and (
             len(self._members) >= self._expected or -1 in self.lost)
 
     def _wait_read(self, count: int) -> None:

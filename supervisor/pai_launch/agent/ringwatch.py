@@ -2,13 +2,14 @@
 
 Every node watching every other costs the store N reads per node per beat: N^2 in all, which one store cannot
 serve at a thousand nodes. Instead the members form a ring by torch's group rank and each node watches only the
-next one: a beat count that stops moving for LOST_AFTER makes the watcher publish the verdict and raise the
-generation's alarm, one counter every node reads each beat (storelink.alarm). A node that never registers is
-seen the same way, through the count of registered nodes. Per node and beat that is a constant number of store
-operations: its own beat, the stop flag, the alarm, its peer's beat (and the count until every node registered).
+next one: a beat count that stops moving for LOST_AFTER makes the watcher publish the peer's outcome as lost
+(unless the peer published its own first: the first outcome for a node stands) and so raise the generation's
+alarm, one counter every node reads each beat (storelink.alarm). A node that never registers is seen through the
+count of registered nodes. Per node and beat that is a constant number of store operations: its own beat, the
+stop flag, the alarm, its peer's beat (and the count until every node registered).
 
-When the generation ends, PendingWatch covers the members whose outcome has not come: their watcher may be
-gone too (two neighbours on one lost machine), so every node then watches those itself.
+When the generation's end stalls, PendingWatch covers the members whose outcome has not come: their watcher may
+be gone too (two neighbours on one lost machine), so every node then watches those itself, the same way.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class RingWatch:
         if self._complete or now - registered_at < crossnode.LOST_AFTER or -1 in self.lost:
             return False
         self.lost[-1] = missing_why(expected - registered)
-        self.link.report_lost(self.generation, -1, self.lost[-1])
+        self.link.report_missing(self.generation, self.lost[-1])
         return True
 
     def _check_peer(self, now: float, group_rank: int, expected: int) -> bool:
@@ -62,32 +63,31 @@ class RingWatch:
             if self._peer is None:
                 return False  # not registered yet: _check_registered covers one that never does
         peer = self._peer.node
-        if peer in self.lost or peer == self.node:
+        if peer in self.lost or peer in (self.node, -1):
             return False
         self._beats.update(peer, self.link.beat_count(self.generation, peer), now)
-        if not self._beats.lost(now) or self.link.outcome(self.generation, peer) is not None:
+        if not self._beats.lost(now):
+            return False
+        if not self.link.report_lost(self.generation, self._peer, lost_why(self._peer)):
+            self._peer = Member(-1, "", -1, ())  # it published its own outcome: nothing left to watch
             return False
         self.lost[peer] = lost_why(self._peer)
-        self.link.report_lost(self.generation, peer, self.lost[peer])
         return True
 
 
 class PendingWatch:
-    """At the generation's end, the members whose outcome has not come: lost by their watcher's verdict, or by
-    their beat seen standing still here."""
+    """At a stalled generation end, the members whose outcome has not come: lost once their beat stood still here
+    for LOST_AFTER (published as such, unless their own outcome came first)."""
 
     def __init__(self, link: StoreLink, generation: int) -> None:
         self.link, self.generation = link, generation
         self._beats = crossnode.Beats()
 
-    def lost(self, pending: list[Member], now: float) -> dict[int, str]:
-        found = {}
+    def lost(self, pending: list[Member], now: float) -> list[int]:
+        """The nodes of `pending` this look published as lost; their outcomes (and any that came) read next."""
+        found = []
         for member in pending:
-            verdict = self.link.lost_verdict(self.generation, member.node)
-            if verdict is None:
-                self._beats.update(member.node, self.link.beat_count(self.generation, member.node), now)
-                if member.node in self._beats.lost(now):
-                    verdict = lost_why(member)
-            if verdict is not None:
-                found[member.node] = verdict
+            self._beats.update(member.node, self.link.beat_count(self.generation, member.node), now)
+            if member.node in self._beats.lost(now) and self.link.report_lost(self.generation, member, lost_why(member)):
+                found.append(member.node)
         return found

@@ -115,7 +115,7 @@ def stopped_by_launcher(returncode: int) -> bool:
 
 
 def peer_failed(outcome: NodeOutcome) -> bool:
-    return bool(outcome.failures or outcome.error or outcome.fatal)
+    return bool(outcome.failures or outcome.error or outcome.fatal or outcome.lost)
 
 
 class Beats:

@@ -141,12 +141,16 @@ class StoreLink:
     def beat_count(self, generation: int, node: int) -> int:
         return self.add(gen_key(generation, "beat", node), 0)
 
-    def publish(self, generation: int, outcome: NodeOutcome) -> None:
-        """This node's outcome; a failed one raises the generation's alarm, which every node reads."""
+    def publish(self, generation: int, outcome: NodeOutcome) -> bool:
+        """A node's outcome, if none was published for it yet (its own, or its watcher's saying it is lost: the
+        first stands); a failed one raises the generation's alarm, which every node reads. False when one was."""
+        if self.add(gen_key(generation, "claim", outcome.node), 1) != 1:
+            return False
         self.put(result_key(generation, outcome.node), outcome)
         self.add(gen_key(generation, "published"), 1)
         if peer_failed(outcome):
             self.raise_alarm(generation)
+        return True
 
     def published(self, generation: int) -> int:
         return self.add(gen_key(generation, "published"), 0)
@@ -178,13 +182,18 @@ class StoreLink:
         """How many times a node failed or saw a peer lost in this generation: one read, however many nodes."""
         return self.add(gen_key(generation, "alarm"), 0)
 
-    def report_lost(self, generation: int, node: int, why: str) -> None:
-        """Node `node` is lost (-1: nodes that never reported in), as its watcher saw it; the alarm raised."""
-        self.set(gen_key(generation, "lost", node), why)
+    def report_lost(self, generation: int, member: Member, why: str) -> bool:
+        """`member` is lost, as the node watching it saw it: its outcome says so unless it published one first
+        (False then: read that)."""
+        return self.publish(generation, NodeOutcome(member.node, member.host, lost=why))
+
+    def report_missing(self, generation: int, why: str) -> None:
+        """Nodes of the rendezvous never registered (they have no group rank to stand for); the alarm raised."""
+        self.set(gen_key(generation, "missing"), why)
         self.raise_alarm(generation)
 
-    def lost_verdict(self, generation: int, node: int) -> str | None:
-        return self.get(gen_key(generation, "lost", node))
+    def missing(self, generation: int) -> str | None:
+        return self.get(gen_key(generation, "missing"))
 
     def outcome(self, generation: int, node: int) -> NodeOutcome | None:
         return self.read(result_key(generation, node))

@@ -80,3 +80,6 @@ class NodeOutcome:
     fatal: str | None = None
     #: This node's pai-launch was stopping the job (signal number, why) when its workers ended.
     stopping: tuple[int, str] | None = None
+    #: Published by the node that watched this one: it stopped beating (why). Whichever outcome for a node is
+    #: published first stands (storelink.publish), so every node reads the same.
+    lost: str | None = None
