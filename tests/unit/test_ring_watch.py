@@ -74,6 +74,13 @@ class Job:
             generation._stop_local = lambda node=node: self.stopped.append(node)
             self.nodes.append(generation)
 
+    def silence(self, node: int) -> None:
+        """Every node but `node` beats, from 0.5 s on, until it has been silent for longer than LOST_AFTER."""
+        now = 0.0
+        while now < crossnode.LOST_AFTER + 1.0:
+            now += crossnode.BEAT_INTERVAL
+            self.beat(now, skip={node})
+
     def beat(self, now: float, skip=()) -> int:
         """Every node's monitor looks once (but those in `skip`); the store operations that took."""
         before = self.store.ops
@@ -104,11 +111,8 @@ def test_the_cost_per_node_does_not_grow_with_the_job():
 
 def test_a_node_that_stops_beating_is_named_lost_by_its_watcher_and_every_node_stops():
     job = Job(6, order=[3, 0, 5, 1, 2, 4])  # node 4 has group rank 2; its watcher has group rank 1: node 3
-    now = 0.0
-    job.beat(now)
-    while now < crossnode.LOST_AFTER + 1.0:
-        now += crossnode.BEAT_INTERVAL
-        job.beat(now, skip={4})
+    job.beat(0.0)
+    job.silence(4)
     assert job.nodes[3].lost == {4: "(host4) stopped responding: no heartbeat for 10 s"}
     assert all(not job.nodes[n].lost for n in (0, 1, 2, 5)), "one watcher per node, not every node"
     assert set(job.stopped) == {0, 1, 2, 3, 5}
@@ -169,11 +173,8 @@ def test_reading_every_outcome_at_the_end_costs_each_node_a_constant_number_of_r
 
 def test_a_member_lost_is_published_as_lost_and_every_node_reads_that_in_a_few_requests():
     job = Job(4)
-    now = 0.0
-    job.beat(now)
-    while now < crossnode.LOST_AFTER + 1.0:
-        now += crossnode.BEAT_INTERVAL
-        job.beat(now, skip={3})
+    job.beat(0.0)
+    job.silence(3)
     assert job.nodes[2].lost == {3: "(host3) stopped responding: no heartbeat for 10 s"}
     for node in (0, 1, 2):
         assert job.nodes[node].link.publish(1, NodeOutcome(node, f"host{node}"))
@@ -187,11 +188,8 @@ def test_a_member_lost_is_published_as_lost_and_every_node_reads_that_in_a_few_r
 
 def test_a_lost_member_that_publishes_late_is_still_lost_on_every_node_itself_included():
     job = Job(3)
-    now = 0.0
-    job.beat(now)
-    while now < crossnode.LOST_AFTER + 1.0:
-        now += crossnode.BEAT_INTERVAL
-        job.beat(now, skip={2})
+    job.beat(0.0)
+    job.silence(2)
     late = job.nodes[2]
     assert not late.link.publish(1, NodeOutcome(2, "host2")), "its watcher's outcome came first and stands"
     for node in (0, 1):
@@ -204,8 +202,5 @@ def test_a_peer_that_ends_while_its_watcher_looks_is_not_lost():
     job = Job(2)
     job.beat(0.0)
     assert job.nodes[1].link.publish(1, NodeOutcome(1, "host1"))
-    now = 0.0
-    while now < crossnode.LOST_AFTER + 1.0:
-        now += crossnode.BEAT_INTERVAL
-        job.beat(now, skip={1})
+    job.silence(1)
     assert not job.nodes[0].lost and job.nodes[0].link.outcome(1, 1) == NodeOutcome(1, "host1")
