@@ -177,9 +177,15 @@ def rewrap(run, net, model, optimizer, build_optimizer: Callable[[Any], Any], wr
         import torch
 
         torch.cuda.empty_cache()
-    check_structure(run, net)
-    wrapped = wrap(run, net)
-    check_values(run, net)
+    wrapped = None
+    try:
+        check_structure(run, net)
+        wrapped = wrap(run, net)
+        check_values(run, net)
+    except ModelsDiffer:
+        wrapped = None
+        _leave_group()
+        raise
     built = build_optimizer(net)
     dist.barrier()
     after = _memory(run.device)
@@ -188,6 +194,16 @@ def rewrap(run, net, model, optimizer, build_optimizer: Callable[[Any], Any], wr
                       parameters=sum(p.numel() for p in net.parameters()), memory_before=before, memory_after=after,
                       at=time.time()))
     return wrapped, built
+
+
+def _leave_group() -> None:
+    """Before ModelsDiffer ends the process: the new wrapper dropped and the process group torn down now, so its
+    threads are joined while Python runs, not in the interpreter's teardown (an abort there: exit -6, not 1)."""
+    import torch.distributed as dist
+
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def record(entry: Record, env: dict[str, str] | None = None) -> Path | None:
