@@ -262,9 +262,10 @@ def test_repeated_marker_events_do_not_move_the_deadline():
     assert state.current.marker_deadline == 60.0
 
 
-def test_marker_deadline_resets_for_the_next_generation():
-    state, _ = replay([INIT_OK, MarkerAppeared(now=50.0), PROGRESS])
-    assert state.current.marker_deadline is None
+def test_no_generation_starts_after_the_marker_even_when_one_ends_with_progress():
+    state, actions = replay([INIT_OK, MarkerAppeared(now=50.0), PROGRESS])
+    assert state.phase is Phase.DONE and state.exit_code == 0
+    assert sum(isinstance(a, StartGeneration) for a in actions) == 1
 
 
 def test_events_after_done_are_ignored():

@@ -75,9 +75,17 @@ def test_a_crash_repeated_after_progress_repeats_nothing():
 
 
 def test_an_early_failure_then_the_same_crash_after_training_is_retried():
-    early = lambda now: [GenerationEnded(failures=(Failure.worker(1, 1, KEY_ERROR),), now=now)]  # noqa: E731
-    state, _ = replay(attempts(early, trained_crash)[:-1])
+    bare = "KeyError: 'best_mean_score_imp'\n"  # no frame, no write: nothing says it trained
+    early = lambda now: [GenerationEnded(failures=(Failure.worker(1, 1, bare),), now=now)]  # noqa: E731
+    state, _ = replay(attempts(early, lambda now: trained_crash(now, tail=bare))[:-1])
     assert state.phase is Phase.BACKOFF and state.failures == 2
+
+
+def test_a_crash_whose_output_shows_training_counts_as_after_training_without_any_write():
+    """A first epoch can end in add_validation_score before the script wrote anything: the tail is the evidence."""
+    in_training = lambda now: [GenerationEnded(failures=(Failure.worker(1, 1, KEY_ERROR),), now=now)]  # noqa: E731
+    state, _ = replay(attempts(in_training, in_training)[:-1])
+    assert state.phase is Phase.DONE and "after training started, the same crash" in state.reason
 
 
 def test_a_repeated_stall_is_retried_within_the_budget():

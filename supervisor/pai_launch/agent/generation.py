@@ -40,21 +40,31 @@ RETIRE_AFTER = 10.0
 ABANDON_SIGNAL = signal.SIGRTMIN + 4
 
 
+def _stream_lines(log_dir: str, local_rank: int, stream: str) -> list[str]:
+    """The last lines (16 KiB at most) of a rank's newest non-empty log file for `stream` (stderr.log, stdout.log)."""
+    paths = sorted(glob.glob(os.path.join(log_dir, "**", "attempt_*", str(local_rank), stream), recursive=True))
+    for path in reversed(paths):
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 16384))
+                lines = handle.read().decode(errors="replace").splitlines()
+        except OSError:
+            continue
+        if any(line.strip() for line in lines):
+            return lines
+    return []
+
+
 def _log_tail(log_dir: str, local_rank: int) -> str:
-    """The last lines of a rank's stderr (falling back to stdout) from torch's per-rank log files."""
-    for stream in ("stderr.log", "stdout.log"):
-        paths = sorted(glob.glob(os.path.join(log_dir, "**", "attempt_*", str(local_rank), stream), recursive=True))
-        for path in reversed(paths):
-            try:
-                with open(path, "rb") as handle:
-                    handle.seek(0, os.SEEK_END)
-                    handle.seek(max(0, handle.tell() - 16384))
-                    lines = handle.read().decode(errors="replace").splitlines()
-            except OSError:
-                continue
-            if any(line.strip() for line in lines):
-                return "\n".join(failure_causes.compact(lines)[-_LOG_TAIL_LINES:])
-    return ""
+    """The last lines of a rank's stderr (falling back to stdout), after the stdout lines that explain a failure its
+    stderr only shows the end of (PerforatedAI prints its complaint to stdout, then stops in pdb)."""
+    stderr = _stream_lines(log_dir, local_rank, "stderr.log")
+    stdout = _stream_lines(log_dir, local_rank, "stdout.log")
+    if not stderr:
+        return "\n".join(failure_causes.compact(stdout)[-_LOG_TAIL_LINES:])
+    told = failure_causes.telling_stdout(stdout[-64:])
+    return "\n".join(told + failure_causes.compact(stderr)[-_LOG_TAIL_LINES:])
 
 
 def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:

@@ -99,6 +99,14 @@ MaxFailures = Annotated[Optional[int], _option(
     help="Consecutive failed generations without a new switch file before giving up (exit 4). With --data-parallel, "
          "giving it allows retries (from the start). [default: 3]")]
 
+MaxDendrites = Annotated[Optional[int], _option(
+    "--max-dendrites", env="MAX_DENDRITES", show_default=False,
+    help="Stop the run (exit 0) once the model has this many dendrites, complete or not. Default: no limit.")]
+
+MaxGenerations = Annotated[Optional[int], _option(
+    "--max-generations", env="MAX_GENERATIONS", show_default=False,
+    help="Stop the run (exit 0) after this many generations, complete or not. Default: no limit.")]
+
 Backoff = Annotated[float, _option("--backoff", env="BACKOFF",
                                   help="Seconds before the first retry of a failed generation; doubles each time.")]
 

@@ -71,6 +71,8 @@ def launch(
     data_parallel: declared.DataParallel = False,
     dry_run: declared.DryRun = False,
     max_failures: declared.MaxFailures = None,
+    max_dendrites: declared.MaxDendrites = None,
+    max_generations: declared.MaxGenerations = None,
     backoff: declared.Backoff = 1.0,
     backoff_max: declared.BackoffMax = 60.0,
     stall_timeout: declared.StallTimeout = None,

@@ -60,6 +60,8 @@ class CommandLine:
     data_parallel: bool
     dry_run: bool
     max_failures: int | None
+    max_dendrites: int | None
+    max_generations: int | None
     backoff: float
     backoff_max: float
     stall_timeout: float | None
@@ -195,6 +197,8 @@ def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: j
         fresh=typed.fresh,
         max_failures=DEFAULT_MAX_FAILURES if typed.max_failures is None else typed.max_failures,
         retries_requested=typed.max_failures is not None,
+        max_dendrites=typed.max_dendrites,
+        max_generations=typed.max_generations,
         backoff=typed.backoff,
         backoff_max=typed.backoff_max,
         stall_timeout=typed.stall_timeout,

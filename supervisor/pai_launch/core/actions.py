@@ -20,8 +20,10 @@ class AdoptSaveFolder:
 @dataclass(frozen=True)
 class StartGeneration:
     generation: int
-    #: A switch file every rank of the last attempt failed to load: moved aside first, so the one before is resumed.
+    #: A switch file the last attempt proved unloadable: moved aside first, so the one before is resumed.
     quarantine: str | None = None
+    #: The proof, for the log.
+    quarantine_why: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,15 @@ class ReportStall:
 
 
 @dataclass(frozen=True)
+class ReportRunaway:
+    """Informative: the model has more dendrites than the script's settings allow (`most`): PerforatedAI keeps
+    restructuring past its own maximum (a capacity test left on, a setting changed after perforate_model)."""
+
+    dendrites: int
+    most: int
+
+
+@dataclass(frozen=True)
 class ReportAgentHung:
     """Informative: the agent has not answered for `silent` seconds; its workers are stopped, then it is killed."""
 
@@ -95,4 +106,4 @@ class Finish:
 
 
 Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun | ScheduleRetry | ReportStall
-          | ReportAgentHung | AnnounceStop | RecheckProgress | Finish)
+          | ReportAgentHung | ReportRunaway | AnnounceStop | RecheckProgress | Finish)

@@ -45,9 +45,13 @@ def on_tick(policy: Policy, state: State, event: Tick) -> tuple[State, list[Acti
         return state, actions
     if state.phase is not Phase.TRAINING:
         return state, actions
-    if current.marker_deadline is not None and now >= current.marker_deadline:
-        reason = "training complete; workers still running after the grace period were stopped"
-        return stop(policy, state, signal.SIGTERM, now, StopCause.COMPLETE, exitcodes.COMPLETE, reason)
+    if current.marker_deadline is not None:
+        # Training is complete: only the marker's grace runs now, no stall or hung-agent clock (a lingering worker
+        # is stopped at the grace, never retried).
+        if now >= current.marker_deadline:
+            reason = "training complete; workers still running after the grace period were stopped"
+            return stop(policy, state, signal.SIGTERM, now, StopCause.COMPLETE, exitcodes.COMPLETE, reason)
+        return state, actions
     if policy.agent_silence is not None and current.agent_heard is not None \
             and now - current.agent_heard >= policy.agent_silence:
         return _agent_hung(policy, state, now)

@@ -70,8 +70,12 @@ class GenerationEnded:
     fatal: str | None = None
     #: A second look at the save folder while a shared file system settles (no process ended).
     recheck: bool = False
-    #: Every rank failed, and the generation was started from this switch file (--pai_load_folder's newest).
-    all_failed_loading: str | None = None
+    #: The switch file the generation was started from (--pai_load_folder's newest), if any: node 0 knows it.
+    loaded_from: str | None = None
+    #: Dendrites in the model once the generation ended, as status counts them; None: not read (no progress).
+    dendrites: int | None = None
+    #: The most dendrites the script's PerforatedAI settings allow (`max_dendrites` in <save>_config.json); None: unknown.
+    max_dendrites: int | None = None
 
 
 @dataclass(frozen=True)

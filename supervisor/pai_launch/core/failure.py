@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pai_launch.core import exitcodes
-from pai_launch.wire import failure_causes
+from pai_launch.wire import failure_causes, failure_phase
 
 
 class Cause(Enum):
@@ -83,6 +83,19 @@ class Failure:
         if self.cause is Cause.CHECKPOINT:
             return exitcodes.BUDGET_EXHAUSTED
         return exitcodes.LAUNCHER_ERROR
+
+    def phase(self) -> failure_phase.Phase:
+        """Where in its life the rank failed, as its output says (UNKNOWN for a failure that is not a rank's)."""
+        return failure_phase.phase_of(self.log_tail) if self.cause is Cause.WORKER else failure_phase.Phase.UNKNOWN
+
+    def unloadable(self) -> str | None:
+        """The line of its output proving that the file it was loading cannot be loaded; None without such proof."""
+        return failure_phase.unloadable_line(self.log_tail) if self.cause is Cause.WORKER else None
+
+    def transient(self) -> bool:
+        """Its output names a cause that a retry can get past (a race, a slow peer, a GPU still held)."""
+        cause = failure_causes.known_cause(self.log_tail) if self.cause is Cause.WORKER else None
+        return cause is not None and cause.transient
 
     def signature(self) -> tuple:
         """What makes two failures 'the same': cause, rank, code and the last line the rank printed."""

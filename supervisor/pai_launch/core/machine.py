@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pai_launch.core import deadlines, init_run, outcomes, stops
+from pai_launch.core import deadlines, exitcodes, init_run, outcomes, stops
 from pai_launch.core.actions import Action, ReplaceAgent
 from pai_launch.core.events import (
     AdoptionRefused,
@@ -43,6 +43,7 @@ from pai_launch.core.state import (  # noqa: F401 - the machine's vocabulary, re
     Policy,
     State,
     StopCause,
+    finish,
 )
 
 
@@ -99,6 +100,8 @@ def _on_marker(policy: Policy, state: State, event: MarkerAppeared) -> tuple[Sta
     state = replace(state, marker_seen=True)
     if state.phase is Phase.TRAINING and state.current.marker_deadline is None:
         return state.with_current(marker_deadline=event.now + policy.grace), []
+    if state.phase in (Phase.BACKOFF, Phase.SETTLING):  # nothing runs, and nothing is to start after the marker
+        return finish(state, exitcodes.COMPLETE, "training complete")
     return state, []
 
 

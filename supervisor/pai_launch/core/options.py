@@ -29,6 +29,10 @@ def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
         raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc 2")
     if spec.data_parallel and chosen_nproc not in (None, 1):
         raise PreflightError("--nproc has no effect with --data-parallel (one process uses every GPU): drop --nproc")
+    for flag, limit in (("--max-dendrites", spec.max_dendrites), ("--max-generations", spec.max_generations)):
+        if limit is not None and limit < 1:
+            raise PreflightError(f"{flag} {limit} is less than 1: give a whole number of 1 or more, or leave it out "
+                                 "for no limit")
     if spec.max_failures < 1:
         raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to allow, e.g. 3")
     if spec.backoff_max < spec.backoff:

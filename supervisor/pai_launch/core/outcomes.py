@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pai_launch.core import exitcodes, repeats
-from pai_launch.core.actions import Action, KillRun, RecheckProgress, ScheduleRetry
+from pai_launch.core.actions import Action, KillRun, RecheckProgress, ReportRunaway, ScheduleRetry
 from pai_launch.core.events import GenerationEnded, GenerationRefused
-from pai_launch.core.failure import Cause, Failure
+from pai_launch.core.failure import Failure
 from pai_launch.core.state import (
     STALL_SIGNAL,
     Phase,
@@ -22,6 +22,7 @@ from pai_launch.core.state import (
     start_generation,
     stopping_to_retry,
 )
+from pai_launch.wire import failure_causes, failure_phase
 
 
 def on_generation_refused(policy: Policy, state: State, event: GenerationRefused) -> tuple[State, list[Action]]:
@@ -44,26 +45,33 @@ def judge_generation(policy: Policy, event: GenerationEnded) -> tuple[int | None
     return exitcodes.NO_PROGRESS, reason
 
 
+def trained(state: State, event: GenerationEnded) -> bool:
+    """Training was reached: a training write to the save folder, a switch file, or a rank whose output shows it
+    failed in training (a first epoch may end before any write, as in add_validation_score)."""
+    return state.current.reached_training or bool(event.progressed) \
+        or any(f.phase() is failure_phase.Phase.TRAINING for f in event.failures)
+
+
 def _on_failure(policy: Policy, state: State, failure: Failure, event: GenerationEnded,
                 reached_training: bool) -> tuple[State, list[Action]]:
-    """Retry from the newest valid checkpoint with exponential backoff, within the failure budget."""
+    """Retry from the newest valid checkpoint with exponential backoff, within this invocation's failure budget; a
+    switch file proven unloadable is moved aside by the retry."""
     count = (0 if event.progressed else state.failures) + 1
     desc = failure.describe()
     if event.progressed:
-        state = replace(repeats.forgotten(state), failures_before_progress=state.failures)
-    unloadable = unloadable_switch(state, event, reached_training)
+        state = repeats.forgotten(state)
+    unloadable, proof, state = unloadable_switch(state, event, reached_training)
     if unloadable is not None:
-        # Like a torn file: moved aside, and the one before resumed. The generation whose only progress it was
-        # made none after all, so it counts against the budget too: a script that can never save ends.
-        if state.failures == 0 and unloadable == state.last_switch:
-            count = state.failures_before_progress + 2
-        desc += f"; every rank failed to load {unloadable} before training"
-        state = replace(state, unloadable=unloadable)
+        state = replace(state, unloadable=unloadable, unloadable_why=proof, quarantined=state.quarantined + 1)
+        desc += f"; {unloadable} cannot be loaded ({proof})"
+        if state.quarantined >= policy.max_failures:
+            reason = (f"gave up: {state.quarantined} switch file(s) the script wrote could not be loaded; last: {desc}")
+            return finish(replace(state, failures=count), exitcodes.BUDGET_EXHAUSTED, reason)
     if policy.data_parallel and not policy.retry_data_parallel:
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
                   f"(pass --max-failures N to retry it from the start)")
         return finish(replace(state, failures=count), failure.exit_code(), reason)
-    repeated = repeats.repeat_reason(policy, state, failure, reached_training)
+    repeated = None if unloadable is not None else repeats.repeat_reason(policy, state, failure, reached_training)
     if repeated is not None:
         return finish(replace(state, failures=count), failure.exit_code(), repeated)
     if count >= policy.max_failures:
@@ -79,12 +87,27 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
     return waiting, [ScheduleRetry(delay, count, desc)]
 
 
-def unloadable_switch(state: State, event: GenerationEnded, reached_training: bool) -> str | None:
-    """The switch file to move aside after a failed generation: every rank failed before training, right after being
-    started from it (the file is whole by the checkpoint check, but the library cannot load it)."""
-    if reached_training or event.progressed or event.all_failed_loading is None:
-        return None
-    return event.all_failed_loading
+def unloadable_switch(state: State, event: GenerationEnded, reached_training: bool) -> tuple[str | None, str, State]:
+    """(the switch file to move aside, the proof, the state) after a failed generation started from a switch file.
+
+    Only evidence moves a file: a rank failed in loading it with an error that says the file is bad; or a rank failed
+    in loading it the same way twice from the same file. Anything else (a process group that timed out, a config race
+    in perforate_model, a crash in training) leaves it where it is, however many ranks failed."""
+    loaded = event.loaded_from
+    if reached_training or event.progressed or loaded is None:
+        return None, "", replace(state, load_suspect=None)
+    for failure in event.failures:
+        proof = failure.unloadable()
+        if proof is not None:
+            return loaded, f"rank {failure.rank}: {proof}", replace(state, load_suspect=None)
+    loading = [f for f in event.failures if f.phase() is failure_phase.Phase.LOAD]
+    if not loading:
+        return None, "", replace(state, load_suspect=None)
+    suspect = (loaded, loading[0].signature())
+    if state.load_suspect == suspect:
+        line = failure_causes.explaining_line(loading[0].log_tail)
+        return loaded, f"rank {loading[0].rank} failed loading it twice the same way: {line}", replace(state, load_suspect=None)
+    return None, "", replace(state, load_suspect=suspect)
 
 
 def _stall_failure(policy: Policy, state: State, failure: Failure | None) -> Failure:
@@ -102,10 +125,15 @@ def _on_hung_agent_end(policy: Policy, state: State, event: GenerationEnded) -> 
     was withdrawn before it took it) is killed now, so that the retry gets a new one."""
     hung = Failure.agent(f"{state.reason}; it was killed, and the next generation gets a new one")
     killed = state.current.stop.killed
-    after, actions = _on_failure(policy, state, hung, event, state.current.reached_training or bool(event.progressed))
+    after, actions = _on_failure(policy, state, hung, event, trained(state, event))
     if killed:
         return after, actions
     return replace(after, agent_started=False), [KillRun(), *actions]
+
+
+def _complete(state: State, event: GenerationEnded) -> bool:
+    """Training is complete: the marker was seen, during the generation or at its end. Nothing trains after it."""
+    return event.complete or state.marker_seen
 
 
 def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
@@ -122,6 +150,8 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
         if not (event.progressed or event.complete) and event.now < (state.current.settle_deadline or 0.0):
             return state, []
         state = replace(state, phase=Phase.TRAINING)
+    if stopping_to_retry(state) and _complete(state, event):
+        return finish(state, exitcodes.COMPLETE, "training complete; workers still running after it were stopped")
     if state.phase is Phase.STOPPING:
         if state.current.stop.cause is StopCause.STALL:
             return _on_failure(policy, state, _stall_failure(policy, state, None), event, reached_training=True)
@@ -130,15 +160,16 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
         return finish_stopping(state)
     if state.phase is not Phase.TRAINING:
         return state, []
+    state, noted = _count_dendrites(state, event)
     if event.progressed:
         state = replace(state, last_switch=event.progressed[-1])
-    if event.complete:
+    if _complete(state, event):
         return finish(state, exitcodes.COMPLETE, "training complete")
     failure = event.failures[0] if event.failures else None
     if failure is not None and state.current.stall_stop_at is not None:
         return _on_failure(policy, state, _stall_failure(policy, state, failure), event, reached_training=True)
     if failure is not None:
-        return _on_failure(policy, state, failure, event, state.current.reached_training or bool(event.progressed))
+        return _on_failure(policy, state, failure, event, trained(state, event))
     code, reason = judge_generation(policy, event)
     if code == exitcodes.NO_PROGRESS and not event.recheck and policy.fs_settle > 0:
         # Every worker exited 0 and no progress shows: a switch file written on another node may show up late.
@@ -148,5 +179,33 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
         reason += f" (the save folder was watched {policy.fs_settle:g} s more for another node's files to show up)"
     if code is not None:
         return finish(state, code, reason)
-    progressed = replace(repeats.forgotten(state), failures=0, failures_before_progress=state.failures)
-    return start_generation(progressed, event.now)
+    limit = reached_limit(policy, state)
+    if limit is not None:
+        done, actions = finish(state, exitcodes.COMPLETE, limit)
+        return done, noted + actions
+    progressed = replace(repeats.forgotten(state), failures=0)
+    nxt, actions = start_generation(progressed, event.now)
+    return nxt, noted + actions
+
+
+def _count_dendrites(state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
+    """The recorded dendrite count (it never goes down), and ReportRunaway once when it passes the maximum the
+    script's settings allow."""
+    if event.dendrites is None:
+        return state, []
+    state = replace(state, dendrites=max(state.dendrites, event.dendrites))
+    most = event.max_dendrites
+    if most is None or state.dendrites <= most or state.runaway_named:
+        return state, []
+    return replace(state, runaway_named=True), [ReportRunaway(state.dendrites, most)]
+
+
+def reached_limit(policy: Policy, state: State) -> str | None:
+    """Why the run stops here at the user's limit (--max-dendrites, --max-generations); None: it goes on."""
+    if policy.max_dendrites is not None and state.dendrites >= policy.max_dendrites:
+        return (f"stopped after {state.dendrites} dendrite(s): --max-dendrites {policy.max_dendrites} reached "
+                f"(training was not complete)")
+    if policy.max_generations is not None and state.generation >= policy.max_generations:
+        return (f"stopped after {state.generation} generation(s): --max-generations {policy.max_generations} reached "
+                f"(training was not complete)")
+    return None

@@ -77,6 +77,9 @@ class LaunchSpec:
     #: --max-failures names a budget: DataParallel runs are retried only then, and a crash that repeats after training
     #: started is retried up to it, not only once.
     retries_requested: bool = False
+    #: --max-dendrites / --max-generations: the run stops (exit 0) at this many dendrites or generations; None: no limit.
+    max_dendrites: int | None = None
+    max_generations: int | None = None
     backoff: float = 1.0
     backoff_max: float = 60.0
     stall_timeout: float | None = None
@@ -128,6 +131,7 @@ def policy_for(spec: LaunchSpec, environ: Mapping[str, str]) -> Policy:
     return Policy(
         grace=spec.grace, data_parallel=spec.data_parallel, retry_data_parallel=spec.retries_requested,
         max_failures=spec.max_failures, retry_repeats=spec.retries_requested, backoff_initial=spec.backoff,
+        max_dendrites=spec.max_dendrites, max_generations=spec.max_generations,
         backoff_max=spec.backoff_max,
         stall_timeout=spec.stall_timeout, stall_dump_wait=min(5.0, spec.grace),
         adopt_save_folder=spec.adopt_save_folder, multi_node=spec.nodes.multi, fs_settle=spec.fs_settle,

@@ -65,6 +65,10 @@ class Policy:
     retry_data_parallel: bool = False
     #: Consecutive failed generations without a new switch file before giving up (exit 4).
     max_failures: int = 3
+    #: --max-dendrites / --max-generations: the run stops (exit 0) once the model has this many dendrites, or this
+    #: many generations have run; None: no limit.
+    max_dendrites: int | None = None
+    max_generations: int | None = None
     #: --max-failures was given: a crash that repeats after training started is retried up to it, not only once.
     retry_repeats: bool = False
     backoff_initial: float = 1.0
@@ -137,13 +141,19 @@ class State:
 
     phase: Phase = Phase.STARTING
     generation: int = 0
-    #: Consecutive failed generations without progress: the failure budget used.
+    #: Consecutive failed generations without progress in this invocation: the failure budget used.
     failures: int = 0
-    #: What `failures` was before the last progress set it to 0: the generation that made that progress is counted
-    #: as failed after all when every rank then fails to load the switch file it wrote.
-    failures_before_progress: int = 0
-    #: A switch file every rank failed to load: the next generation moves it aside before it starts.
+    #: A switch file proven unloadable (a rank failed loading it, and said why): the next start moves it aside.
     unloadable: str | None = None
+    unloadable_why: str = ""
+    #: Switch files moved aside as unloadable in this invocation: a script that never saves a loadable one ends.
+    quarantined: int = 0
+    #: (switch file, failure signature) of a failure in loading a switch file that gave no proof: the same again from
+    #: the same file proves it.
+    load_suspect: tuple | None = None
+    #: The most dendrites the run has recorded (never goes down); whether a count beyond the maximum was named.
+    dendrites: int = 0
+    runaway_named: bool = False
     save_name: str = "PAI"
     init_done: bool = False
     last_switch: str | None = None
@@ -197,7 +207,10 @@ def start_init(state: State, now: float) -> tuple[State, list[Action]]:
 
 
 def start_generation(state: State, now: float) -> tuple[State, list[Action]]:
+    """The next generation; none once training is complete (the marker is terminal: nothing trains after it)."""
+    if state.marker_seen:
+        return finish(state, exitcodes.COMPLETE, "training complete")
     nxt = state.generation + 1
     current = GenerationRun(started_at=now, last_activity=now, agent_heard=now)
-    started = replace(state, phase=Phase.TRAINING, generation=nxt, current=current, unloadable=None)
-    return started, [StartGeneration(nxt, quarantine=state.unloadable)]
+    started = replace(state, phase=Phase.TRAINING, generation=nxt, current=current, unloadable=None, unloadable_why="")
+    return started, [StartGeneration(nxt, quarantine=state.unloadable, quarantine_why=state.unloadable_why)]

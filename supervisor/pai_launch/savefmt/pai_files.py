@@ -222,6 +222,14 @@ def read_text(path: Path, notes: list[str]) -> str | None:
         return None
 
 
+def configured_max(save: Path) -> int | None:
+    """`max_dendrites` as the script's PerforatedAI settings recorded it in <save>_config.json; None: not recorded."""
+    names = listing(save)
+    name = f"{prefix(names, save.name)}_config.json"
+    value = config_facts(read_text(save / name, []) if name in names else None).get("max_dendrites")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def dendrites_and_best(save: Path) -> tuple[int | None, float | None]:
     """(dendrites added, best validation score so far) from PerforatedAI's files alone: what a running pai-launch's
     live status line shows, read the same way as `gather` reads them, without the rest."""

@@ -14,7 +14,7 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pai_launch import __version__
@@ -68,6 +68,7 @@ def record_problem(data: object) -> str | None:
                                               and isinstance(v.get("reason", ""), str)), "null or {code, reason}"),
         "updated": (lambda v: isinstance(v, str), "a string"),
         "format": (_is_int, "a whole number"),
+        "history": (lambda v: isinstance(v, list) and all(isinstance(item, dict) for item in v), "a list of objects"),
     }
     for key, (valid, wanted) in checks.items():
         if key in data and not valid(data[key]):
@@ -87,6 +88,22 @@ class RunRecord:
     last_exit: dict | None = None
     updated: str = ""
     format: int = FORMAT
+    #: Earlier invocations of pai-launch on this folder, oldest first (at most HISTORY_KEPT): how each ended and the
+    #: failures it counted. Each invocation has a failure budget of its own; this is what `pai-launch status` shows.
+    history: list = field(default_factory=list)
+
+
+#: Earlier invocations a record keeps.
+HISTORY_KEPT = 50
+
+
+def carried_history(previous: RunRecord | None) -> list:
+    """The history a new invocation records: the previous record's, and the previous invocation itself."""
+    if previous is None:
+        return []
+    ended = {"updated": previous.updated, "generation": previous.generation, "failures": previous.failures,
+             "last_exit": previous.last_exit}
+    return [*previous.history, ended][-HISTORY_KEPT:]
 
 
 def fingerprint(script: Path, script_args: tuple[str, ...], nproc: int) -> dict:

@@ -83,8 +83,8 @@ class ActionExecutors:
         had_switches = savedir.has_switches(self.session.save_dir)
         try:
             if action.quarantine is not None and not problem:
-                self.session.set_aside(action.quarantine, f"every rank failed to load it in generation "
-                                                          f"{action.generation - 1}", self.quarantined)
+                self.session.set_aside(action.quarantine, f"generation {action.generation - 1} could not load it: "
+                                                          f"{action.quarantine_why}", self.quarantined)
             load_folder = None if problem else self.session.resume_folder(self.quarantined)
         except SaveFolderError as exc:
             problem = str(exc)
@@ -164,6 +164,15 @@ class ActionExecutors:
                        silent_s=round(action.silent, 1), reason=self.state.reason,
                        action=f"stopping its workers, then killing it in {kill_in:.0f} s; the generation is retried "
                               "with a new agent")
+
+    def execute_ReportRunaway(self, action) -> None:
+        self.log.warning(log_events.DENDRITES_PAST_MAXIMUM, generation=self.state.generation, dendrites=action.dendrites,
+                         max_dendrites=action.most,
+                         hint="PerforatedAI keeps adding dendrites past the maximum its settings allow (a dendrite "
+                              "capacity test left on, or a setting changed after perforate_model): check the script's "
+                              "GPA.pc settings, or stop the run at a count with --max-dendrites N")
+        self.notifier.status(f"generation {self.state.generation}: {action.dendrites} dendrites, past the maximum of "
+                             f"{action.most} the script's settings allow")
 
     def execute_ReportStall(self, action) -> None:
         self.log.error(log_events.STALL_DETECTED, generation=self.state.generation, idle_s=round(action.idle, 1),

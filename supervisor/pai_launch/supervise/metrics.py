@@ -71,6 +71,8 @@ class RunMetrics:
         self.budget.set(max_failures)
         self.generation = made(Gauge, "pai_launch_generation", "The current (or last) generation; 0 is the init run")
         self.dendrites = made(Gauge, "pai_launch_dendrites", "Dendrites added so far (as pai-launch status counts them)")
+        self.past_maximum = made(Gauge, "pai_launch_dendrites_past_maximum",
+                                 "1 once the model has more dendrites than the script's settings allow (a runaway)")
         self.best = made(Gauge, "pai_launch_best_score",
                          "The best validation score so far (NaN until PerforatedAI's Scores.csv has one)")
         self.failures = made(Counter, "pai_launch_generation_failures", "Generations that failed")
@@ -138,6 +140,8 @@ class RunMetrics:
             self._refresh_folder()
         elif name == log_events.RETRY_SCHEDULED:
             self._failures_in_a_row(event.get("failures") or 0)
+        elif name == log_events.DENDRITES_PAST_MAXIMUM:
+            self.past_maximum.set(1)
         elif name in (log_events.COMPLETION_MARKER_SEEN, log_events.RUN_FINISHED, log_events.ALREADY_COMPLETE):
             self._refresh_folder()
             if name == log_events.RUN_FINISHED:

@@ -25,7 +25,7 @@ from pai_launch.core.events import (
     WorkersLaunched,
     WorkersWaiting,
 )
-from pai_launch.core.failure import Cause, Failure
+from pai_launch.core.failure import Failure
 from pai_launch.core.observations import (
     AgentAnswered,
     AgentGone,
@@ -43,6 +43,7 @@ from pai_launch.core.observations import (
 )
 from pai_launch.core.reports import dendrite_verdict, generation_end
 from pai_launch.savefmt import restructure_record, savedir
+from pai_launch.savefmt.pai_files import configured_max
 from pai_launch.supervise import logspace, signals
 from pai_launch.supervise.notify import Notifier
 from pai_launch.supervise.proctable import ProcessTable
@@ -142,7 +143,8 @@ class Observer:
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
-        return self.generation_ended(GenerationEnded(failures, complete=self.session.complete(), now=raw.now), state, duration)
+        event = GenerationEnded(failures, complete=self.session.complete(), now=raw.now, **self.dendrite_facts(True))
+        return self.generation_ended(event, state, duration)
 
     def agent_started(self, raw: AgentStarted) -> None:
         facts = raw.facts
@@ -199,8 +201,8 @@ class Observer:
         fatal = result.fatal if result else None
         if fatal is None and result is not None and not result.error and failures:
             fatal = self.output_lost()
-        event = GenerationEnded(failures, complete=complete, progressed=progressed, now=raw.now,
-                                stopped=stopped, fatal=fatal, all_failed_loading=self.all_failed_loading(failures))
+        event = GenerationEnded(failures, complete=complete, progressed=progressed, now=raw.now, stopped=stopped,
+                                fatal=fatal, loaded_from=self.session.loaded_switch, **self.dendrite_facts(progressed))
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
 
     def output_lost(self) -> str | None:
@@ -211,14 +213,12 @@ class Observer:
             self.log.error(log_events.LOG_DIR_FULL, reason=problem)
         return problem
 
-    def all_failed_loading(self, failures: tuple[Failure, ...]) -> str | None:
-        """The switch file this generation was started from, when every one of its ranks failed (one node only: a
-        job's other nodes report their own ranks)."""
-        spec = self.session.spec
-        ranks = {f.rank for f in failures if f.cause is Cause.WORKER}
-        if spec.nodes.multi or not failures or len(ranks) < spec.nproc or len(ranks) < len(failures):
-            return None
-        return self.session.loaded_switch
+    def dendrite_facts(self, progressed) -> dict:
+        """The dendrites in the model and the most the script's settings allow, once a generation made progress (or a
+        DataParallel process ended), for the machine to record and to name a run that grows past its maximum."""
+        if not progressed:
+            return {}
+        return {"dendrites": folder_facts(self.session.save_dir)[0], "max_dendrites": configured_max(self.session.save_dir)}
 
     def checked_progress(self, progressed: tuple[str, ...], failures: tuple[Failure, ...], complete: bool,
                          generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
@@ -252,7 +252,7 @@ class Observer:
     def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
         """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as
         `pai-launch status` makes it, which systemd's STATUS= then shows too."""
-        after = folder_facts(self.session.save_dir)[0]
+        after = event.dendrites if event.dendrites is not None else folder_facts(self.session.save_dir)[0]
         name, fields = dendrite_verdict(state.generation, self.dendrites, after, event.progressed)
         self.dendrites = after
         self.log.info(name, **fields)

@@ -22,6 +22,7 @@ from pai_launch.savefmt.record import (
     RecordStore,
     RunRecord,
     StateError,
+    carried_history,
     fingerprint,
     fingerprint_differences,
 )
@@ -58,6 +59,8 @@ class SaveSession:
         self.folder_identity: tuple[int, int] | None = None
         self._written: RunRecord | None = None
         self._last_exit = self.previous.last_exit if self.previous else None
+        #: Earlier invocations on this folder, this one's predecessor last (state.json's history).
+        self.history = carried_history(self.previous)
         self._init_started = 0.0
         self._switches_before: savedir.SwitchSnapshot = {}
         self._watcher: SaveFolderWatcher | None = None
@@ -72,7 +75,9 @@ class SaveSession:
     def carried_over(self) -> dict:
         """What the state machine starts from: the previous pai-launch's counters on a resume."""
         prev = self.previous
-        return dict(save_name=self.save_name, generation=prev.generation if prev else 0, failures=prev.failures if prev else 0,
+        # Not its failure count: each invocation has a budget of its own (a fixed script must get its retries), and
+        # state.json's history keeps what earlier invocations counted.
+        return dict(save_name=self.save_name, generation=prev.generation if prev else 0,
                     init_done=prev.init_done if prev else False, last_switch=prev.last_switch if prev else None)
 
     def events_path(self) -> Path:
@@ -139,7 +144,7 @@ class SaveSession:
             self._last_exit = {"code": None, "reason": state.reason}
         record = RunRecord(fingerprint=self.fingerprint, run_id=self.run_id, save_name=state.save_name,
                            generation=state.generation, failures=state.failures, init_done=state.init_done,
-                           last_switch=state.last_switch, last_exit=self._last_exit)
+                           last_switch=state.last_switch, last_exit=self._last_exit, history=self.history)
         if record == self._written:
             return None
         try:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pai_launch.wire import failure_phase
+
 #: torch's per-rank line prefix ("[rank3]:"), where a log prefix template adds one.
 _PREFIX = re.compile(r"^\[(?:rank|default)\d*[^\]]*\]:\s?")
 _NOISE = re.compile(
@@ -26,11 +28,15 @@ _FATAL = re.compile(r"^Fatal Python error:")
 
 @dataclass(frozen=True)
 class KnownCause:
-    #: The `pai-launch doctor` check that finds it in the script.
+    #: The cause's id: for a cause in the script, the `pai-launch doctor` check that finds it there.
     id: str
     #: What went wrong, in one sentence.
     name: str
     fix: str
+    #: A `pai-launch doctor` check finds it in the script (else it comes from the machine, the GPU or the file).
+    in_script: bool = True
+    #: Retrying can help (a race, a slow peer, a GPU still held by another process): never "retrying cannot help".
+    transient: bool = False
 
 
 _BUFFERS = KnownCause(
@@ -41,11 +47,43 @@ _PERFORATE = KnownCause(
     "perforate-model-race",
     "every rank ran UPA.perforate_model at once and one read SAVE/<save>_config.json while another rewrote it",
     "call it one rank at a time (for r in range(world): if r == rank: perforate; dist.barrier()), "
-    "or use pai_launch.training.perforate_model(run, model, ...)")
+    "or use pai_launch.training.perforate_model(run, model, ...)", transient=True)
 _VALIDATION = KnownCause(
     "validation-score-race",
     "a rank read SAVE/best_model.pt in add_validation_score while rank 0 rewrote it",
-    "call it one rank at a time, rank 0 first, or use pai_launch.training.add_validation_score(run, score, model)")
+    "call it one rank at a time, rank 0 first, or use pai_launch.training.add_validation_score(run, score, model)",
+    transient=True)
+_WRAPPED_SCORE = KnownCause(
+    "validation-score-wrapper",
+    "add_validation_score was given the DistributedDataParallel wrapper: PerforatedAI printed \"Need to call .module "
+    "when using add validation score\" and stopped in pdb, which quit on the closed stdin (bdb.BdbQuit)",
+    "pass the model inside the wrapper: GPA.pai_tracker.add_validation_score(score, model.module)", in_script=False)
+_PDB = KnownCause(
+    "pdb-prompt",
+    "PerforatedAI stopped in pdb.set_trace() (a setting it asks about was not confirmed) and pdb quit on the closed "
+    "stdin (bdb.BdbQuit)",
+    "confirm the settings before perforate_model: GPA.pc.set_unwrapped_modules_confirmed(True), "
+    "set_weight_decay_accepted(True), set_configuration_confirmed(True), or pai_launch.training.configure_without_prompts",
+    in_script=False)
+_GROUP_TIMEOUT = KnownCause(
+    "process-group-timeout",
+    "the process group did not form in time (a peer slow to start, or NCCL failing to set up its connections)",
+    "retried; if it repeats, check that every GPU is free and visible and raise init_process_group's timeout "
+    "(NCCL_DEBUG=INFO says why NCCL failed)", in_script=False, transient=True)
+_NCCL_SETUP = KnownCause(
+    "nccl-error",
+    "NCCL failed (a GPU in a bad state, a network error, or a peer that exited)",
+    "retried; if it repeats, run with NCCL_DEBUG=INFO and check the GPUs (nvidia-smi) and the network between nodes",
+    in_script=False, transient=True)
+_OUT_OF_MEMORY = KnownCause(
+    "cuda-out-of-memory",
+    "the GPU ran out of memory (at start-up: often another process still holds it)",
+    "retried; if it repeats, free the GPU (nvidia-smi shows who holds it) or lower the batch size",
+    in_script=False, transient=True)
+_UNLOADABLE_FILE = KnownCause(
+    "checkpoint-unloadable",
+    "the checkpoint being loaded is torn, is not a checkpoint, or does not fit the model",
+    "pai-launch moves such a switch file aside and resumes from the one before it", in_script=False)
 _UNGUARDED = KnownCause(
     "init-process-group-unguarded",
     "init_process_group ran where torchrun set no RANK (in the init run, which is one plain process, or at import time)",
@@ -68,6 +106,16 @@ _LOAD_FLAG = KnownCause(
 _UNRECOGNIZED = re.compile(r"error: unrecognized arguments:.*?(--perforate_model_parallel|--pai_load_folder)")
 _MISMATCH = re.compile(r"Received data size doesn't match expected size|size mismatch|doesn't match expected size"
                        r"|op\.preamble\.length <= op\.nbytes", re.IGNORECASE)
+#: gloo's own check on a collective whose sizes differ between ranks: under PerforatedAI, the buffer broadcast (the
+#: C++ abort carries no Python frame to say so).
+_GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes")
+_GROUP_TIMEOUT_TEXT = re.compile(r"Timed out initializing process group|DistStoreError: Timed out|wait timeout after"
+                                 r"|Socket Timeout|DistNetworkError")
+_NCCL_TEXT = re.compile(r"NCCL error in|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError"
+                        r"|Watchdog caught collective operation timeout")
+_OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError")
+#: A worker's stdout lines worth reading beside its stderr: PerforatedAI prints its complaint there before pdb.
+_STDOUT_TELLS = re.compile(r"Need to call \.module|^\(Pdb\)|^> .*\(\d+\)\S*\(\)$|^-> ")
 _BUFFER_SYNC = re.compile(r"_sync_buffers|_sync_module_buffers|broadcast_coalesced|nn/parallel/distributed\.py")
 
 
@@ -113,15 +161,33 @@ def known_cause(tail: str) -> KnownCause | None:
         return _INIT_FLAG if unrecognized.group(1) == "--perforate_model_parallel" else _LOAD_FLAG
     if re.search(r"environment variable \w+ expected, but not set", tail):
         return _UNGUARDED
-    if _MISMATCH.search(tail) and _BUFFER_SYNC.search(tail):
+    if (_MISMATCH.search(tail) and _BUFFER_SYNC.search(tail)) or _GLOO_SIZES.search(tail):
         return _BUFFERS
-    if "JSONDecodeError" in tail and "perforate_model" in tail:
+    if "JSONDecodeError" in tail and ("perforate_model" in tail or "_config.json" in tail or "load_config" in tail):
         return _PERFORATE
     if "KeyError" in tail and ("best_model" in tail or "add_validation_score" in tail):
         return _VALIDATION
+    if "Need to call .module" in tail:
+        return _WRAPPED_SCORE
+    if "BdbQuit" in tail:
+        return _PDB
     if re.search(r"[Dd]efault process group has not been initialized", tail):
         return _NO_GROUP
+    if _OOM_TEXT.search(tail):
+        return _OUT_OF_MEMORY
+    if _GROUP_TIMEOUT_TEXT.search(tail):
+        return _GROUP_TIMEOUT
+    if _NCCL_TEXT.search(tail):
+        return _NCCL_SETUP
+    if failure_phase.unloadable_line(tail):
+        return _UNLOADABLE_FILE
     return None
+
+
+def telling_stdout(lines: list[str], most: int = 6) -> list[str]:
+    """The lines of a rank's stdout that explain a failure its stderr only shows the end of (PerforatedAI's message
+    before its pdb prompt): the failure's tail gets them too."""
+    return [line for line in lines if _STDOUT_TELLS.search(_plain(line).strip())][-most:]
 
 
 def fields(tail: str) -> dict:
@@ -138,7 +204,10 @@ def fields(tail: str) -> dict:
 def summary(tail: str) -> str:
     """': <cause> (pai-launch doctor check <id>; fix: <fix>)' for a known cause, else nothing: for a reason line."""
     cause = known_cause(tail)
-    return "" if cause is None else f": {cause.name} (pai-launch doctor check {cause.id}; fix: {cause.fix})"
+    if cause is None:
+        return ""
+    check = f"pai-launch doctor check {cause.id}" if cause.in_script else cause.id
+    return f": {cause.name} ({check}; fix: {cause.fix})"
 
 
 def compact(lines: list[str]) -> list[str]:
