@@ -18,7 +18,7 @@ from pai_launch.wire.errors import (  # noqa: F401 - re-exported: the supervisor
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 TABLE = (
-    (COMPLETE, "training complete (or already complete)"),
+    (COMPLETE, "training complete (or already complete), or stopped at --max-dendrites / --max-generations"),
     (LAUNCHER_ERROR, "pai-launch's own agent died the same way twice before training"),
     (USAGE, "usage or preflight error, or a save folder this command cannot use; nothing was started (only the init "
             "run, when it showed that the script saves elsewhere than --save-name)"),
