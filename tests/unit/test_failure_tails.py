@@ -56,3 +56,11 @@ def test_replayed_through_the_machine_only_proof_moves_the_switch_file(name):
     assert (started.quarantine == "switch_4.pt") == case["unloadable"], started
     if case["phase"] == "training":
         assert "before training" not in retry.reason
+
+
+def test_a_checkpoint_read_inside_add_validation_score_is_training_not_the_switch_file():
+    """A torn best_model.pt read in training says PytorchStreamReader too: the frames around it say where it was."""
+    text = ('File "train.py", line 80, in <module>\n    GPA.pai_tracker.add_validation_score(score, model)\n'
+            + (TAILS / "torn_torch_save.txt").read_text())
+    assert failure_phase.phase_of(text) is failure_phase.Phase.TRAINING
+    assert failure_phase.unloadable_line(text) is None

@@ -85,8 +85,10 @@ def test_a_failure_in_loading_without_proof_moves_the_file_only_when_it_repeats_
     assert actions[0].quarantine == "switch_4.pt" and "twice the same way" in actions[0].quarantine_why
 
 
-def test_a_failure_after_training_started_moves_nothing_whatever_it_says():
-    state, _ = _replay([SaveActivity(0.5, training=True), _ended(TORN, STOPPED)])
+def test_a_failure_in_training_moves_nothing_whatever_checkpoint_it_was_reading():
+    in_training = Failure.worker(0, 1, 'File "train.py", line 80, in <module>\n'
+                                       "    GPA.pai_tracker.add_validation_score(score, model)\n" + tail("torn_torch_save.txt"))
+    state, _ = _replay([SaveActivity(0.5, training=True), _ended(in_training, STOPPED)])
     state, actions = step(POLICY, state, Tick(100.0))
     assert actions == [StartGeneration(2)]
 
@@ -142,3 +144,11 @@ def test_progress_keeps_only_switch_files_that_pass_the_check():
     assert Observer.checked_progress(obs, ("switch_4.pt",), crash, False, 2) == ((), crash), "a crash stays the cause"
     other_node = _observer(bad={"switch_4.pt": "not a checkpoint"}, node=1)
     assert Observer.checked_progress(other_node, ("switch_4.pt",), (), False, 2) == (("switch_4.pt",), ())
+
+
+def test_a_ranks_own_proof_outranks_a_late_write_seen_in_the_save_folder():
+    """The last generation's switch file can show up as a write after the next one started: the failed rank's
+    output, which says it died loading the file, decides."""
+    state, _ = _replay([SaveActivity(0.5, training=True), _ended(TORN, STOPPED)])
+    state, actions = step(POLICY, state, Tick(100.0))
+    assert actions[-1].quarantine == "switch_4.pt"

@@ -106,10 +106,11 @@ class RecoveryHistories(RuleBasedStateMachine):
         if trained:
             self.feed(SaveActivity(self.now))
         failures = [Failure.worker(1, 1, tail)] + ([Failure.worker(0, 1, tail)] if both else [Failure.worker(0, -15)])
-        if self.loaded is not None and not self.state.current.reached_training:
+        if self.loaded is not None:
             for failure in failures:
-                if failure.phase() is failure_phase.Phase.LOAD:
-                    self.load_failures.setdefault(self.loaded, []).append((failure.unloadable(), failure.signature()))
+                proof = failure.unloadable()  # a rank's own word counts whatever the folder's writes said
+                if proof or (failure.phase() is failure_phase.Phase.LOAD and not self.state.current.reached_training):
+                    self.load_failures.setdefault(self.loaded, []).append((proof, failure.signature()))
         self.running = None
         self.feed(GenerationEnded(tuple(failures), now=self.now, loaded_from=self.loaded))
 

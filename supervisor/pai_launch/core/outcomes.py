@@ -90,16 +90,19 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
 def unloadable_switch(state: State, event: GenerationEnded, reached_training: bool) -> tuple[str | None, str, State]:
     """(the switch file to move aside, the proof, the state) after a failed generation started from a switch file.
 
-    Only evidence moves a file: a rank failed in loading it with an error that says the file is bad; or a rank failed
-    in loading it the same way twice from the same file. Anything else (a process group that timed out, a config race
-    in perforate_model, a crash in training) leaves it where it is, however many ranks failed."""
+    Only evidence moves a file: a rank failed in loading it with an error that says the file is bad (its own output
+    says so, whatever the save folder's writes suggest); or a rank failed in loading it the same way twice from the same
+    file, before training. Anything else (a process group that timed out, a config race in perforate_model, a crash
+    in training) leaves it where it is, however many ranks failed."""
     loaded = event.loaded_from
-    if reached_training or event.progressed or loaded is None:
+    if event.progressed or loaded is None:
         return None, "", replace(state, load_suspect=None)
     for failure in event.failures:
         proof = failure.unloadable()
         if proof is not None:
             return loaded, f"rank {failure.rank}: {proof}", replace(state, load_suspect=None)
+    if reached_training:
+        return None, "", replace(state, load_suspect=None)
     loading = [f for f in event.failures if f.phase() is failure_phase.Phase.LOAD]
     if not loading:
         return None, "", replace(state, load_suspect=None)

@@ -59,8 +59,7 @@ class SaveSession:
         self.folder_identity: tuple[int, int] | None = None
         self._written: RunRecord | None = None
         self._last_exit = self.previous.last_exit if self.previous else None
-        #: Earlier invocations on this folder, this one's predecessor last (state.json's history).
-        self.history = carried_history(self.previous)
+        self.history = carried_history(self.previous)  # earlier invocations on this folder (state.json's history)
         self._init_started = 0.0
         self._switches_before: savedir.SwitchSnapshot = {}
         self._watcher: SaveFolderWatcher | None = None
@@ -73,10 +72,9 @@ class SaveSession:
         return self.spec.workdir / self.save_name
 
     def carried_over(self) -> dict:
-        """What the state machine starts from: the previous pai-launch's counters on a resume."""
+        """What the state machine starts from on a resume: the previous pai-launch's counters, but not its failure count
+        (each invocation has a budget of its own; state.json's history keeps the earlier ones)."""
         prev = self.previous
-        # Not its failure count: each invocation has a budget of its own (a fixed script must get its retries), and
-        # state.json's history keeps what earlier invocations counted.
         return dict(save_name=self.save_name, generation=prev.generation if prev else 0,
                     init_done=prev.init_done if prev else False, last_switch=prev.last_switch if prev else None)
 

@@ -51,11 +51,14 @@ def _lines(tail: str) -> list[str]:
 
 
 def phase_of(tail: str) -> Phase:
-    """The phase of the innermost marked line (a traceback lists the outermost frame first)."""
+    """TRAINING when any line shows training (a checkpoint read inside add_validation_score is training's, not the
+    switch file's); else the phase of the innermost marked line (a traceback lists the outermost frame first)."""
     found = Phase.UNKNOWN
     for line in _lines(tail):
         for phase, marker in _MARKERS:
             if marker.search(line):
+                if phase is Phase.TRAINING:
+                    return phase
                 found = phase
                 break
     return found
