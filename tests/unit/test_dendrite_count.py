@@ -72,3 +72,14 @@ def test_status_the_metrics_and_the_live_count_read_the_folder_alike(tmp_path):
     counts = {gather(save).dendrites.count, folder_facts(save)[0],
               metrics.registry.get_sample_value("pai_launch_dendrites")}
     assert counts == {0}
+
+
+def test_the_dendrite_limit_comes_from_the_config_or_from_perforatedais_capacity_test():
+    from pai_launch.savefmt.pai_files import CAPACITY_TEST_DENDRITES, dendrite_limit
+
+    assert dendrite_limit(["PAI_config.json"], '{"max_dendrites": 5}') == (5, "max_dendrites in <save>_config.json")
+    # PerforatedAI trained (best_model.pt) but wrote no config: its capacity test was on when perforate_model ran.
+    most, source = dendrite_limit(["array_dims.csv", "best_model.pt", "switch_2.pt"], None)
+    assert most == CAPACITY_TEST_DENDRITES == 3 and "capacity test" in source
+    assert dendrite_limit(["array_dims.csv", "switch_2.pt"], None) == (None, ""), "nothing of PerforatedAI's says"
+    assert dendrite_limit(["PAI_config.json", "best_model.pt"], '{"maximizing_score": true}') == (None, "")

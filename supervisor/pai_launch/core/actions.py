@@ -77,6 +77,8 @@ class ReportRunaway:
 
     dendrites: int
     most: int
+    #: Where `most` comes from (the script's max_dendrites, or PerforatedAI's capacity test).
+    source: str = ""
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,9 @@ class GenerationEnded:
     loaded_from: str | None = None
     #: Dendrites in the model once the generation ended, as status counts them; None: not read (no progress).
     dendrites: int | None = None
-    #: The most dendrites the script's PerforatedAI settings allow (`max_dendrites` in <save>_config.json); None: unknown.
+    #: The most dendrites the script's PerforatedAI settings allow, and where that comes from; None: unknown.
     max_dendrites: int | None = None
+    max_from: str = ""
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,7 @@ def _count_dendrites(state: State, event: GenerationEnded) -> tuple[State, list[
     most = event.max_dendrites
     if most is None or state.dendrites <= most or state.runaway_named:
         return state, []
-    return replace(state, runaway_named=True), [ReportRunaway(state.dendrites, most)]
+    return replace(state, runaway_named=True), [ReportRunaway(state.dendrites, most, event.max_from)]
 
 
 def reached_limit(policy: Policy, state: State) -> str | None:

@@ -161,11 +161,11 @@ def kept_sizes(counts: list[int]) -> list[int]:
 
 def dendrites(param_counts_text: str | None, switch_epochs_text: str | None, switch_numbers: list[int], *,
               param_counts_name: str = "param_counts.csv", switch_epochs_name: str = "switch_epochs.csv",
-              max_dendrites: object = None) -> Dendrites:
+              limit: tuple[int | None, str] = (None, "")) -> Dendrites:
     """Dendrites added so far, the one count the log, `pai-launch status`, the metrics and systemd's STATUS= show: from
     the model's growth in param_counts.csv (rejected additions taken back), else switch_epochs.csv (two switches per
     dendrite), else the newest switch_N.pt (N = switches so far); None when none of them says."""
-    result = Dendrites(max_dendrites=max_dendrites if isinstance(max_dendrites, int) else None)
+    result = Dendrites(max_dendrites=limit[0], max_from=limit[1])
     epochs = switch_epochs(switch_epochs_text or "")
     result.epochs = epochs[1::2]
     counts = [c for c in (_int(row[1]) for row in rows(param_counts_text or "") if len(row) >= 2) if c is not None]
@@ -184,7 +184,8 @@ class Dendrites:
     source: str = ""  # the file it was read from
     param_counts: list[int] = field(default_factory=list)  # the model's size before and after each addition
     epochs: list[int] = field(default_factory=list)  # the epoch at which each dendrite was added
-    max_dendrites: int | None = None  # from <save>_config.json
+    max_dendrites: int | None = None  # dendrite_limit's
+    max_from: str = ""
 
 
 @dataclass
@@ -222,12 +223,30 @@ def read_text(path: Path, notes: list[str]) -> str | None:
         return None
 
 
-def configured_max(save: Path) -> int | None:
-    """`max_dendrites` as the script's PerforatedAI settings recorded it in <save>_config.json; None: not recorded."""
+#: Dendrites PerforatedAI's dendrite capacity test adds before it stops (its default mode: perforate_model then sets
+#: max_dendrites to 1000, a switch every epoch, and writes no <save>_config.json).
+CAPACITY_TEST_DENDRITES = 3
+CAPACITY_TEST = ("PerforatedAI's dendrite capacity test, which adds 3 (it was on when perforate_model ran: no "
+                 "<save>_config.json was written, and the library then allows 1000 dendrites and switches every epoch)")
+
+
+def dendrite_limit(names: list[str], config_text: str | None) -> tuple[int | None, str]:
+    """(the most dendrites the script's settings allow, where that comes from) from the folder's listing and its
+    <save>_config.json: its `max_dendrites`; or, where PerforatedAI trained (best_model.pt) but wrote no config, the
+    capacity test's 3; (None, "") when neither says."""
+    value = config_facts(config_text).get("max_dendrites")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, "max_dendrites in <save>_config.json"
+    if config_text is None and "best_model.pt" in names and not any(n.endswith("_config.json") for n in names):
+        return CAPACITY_TEST_DENDRITES, CAPACITY_TEST
+    return None, ""
+
+
+def folder_limit(save: Path) -> tuple[int | None, str]:
+    """dendrite_limit for the save folder `save`, read from it."""
     names = listing(save)
     name = f"{prefix(names, save.name)}_config.json"
-    value = config_facts(read_text(save / name, []) if name in names else None).get("max_dendrites")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return dendrite_limit(names, read_text(save / name, []) if name in names else None)
 
 
 def dendrites_and_best(save: Path) -> tuple[int | None, float | None]:
@@ -242,7 +261,7 @@ def dendrites_and_best(save: Path) -> tuple[int | None, float | None]:
     epochs = switch_epochs(read["switch_epochs.csv"] or "")
     numbers = sorted(n for n in (savedir.switch_number(name) for name in savedir.snapshot_switches(save)) if n is not None)
     found = dendrites(read["param_counts.csv"], read["switch_epochs.csv"], numbers, param_counts_name="",
-                      switch_epochs_name="", max_dendrites=config.get("max_dendrites"))
+                      switch_epochs_name="", limit=dendrite_limit(names, read["_config.json"]))
     best = scores(read["Scores.csv"], "", maximizing=config.get("maximizing_score"), config_name="",
                   arch_text=read["_best_arch_scores.csv"], first_switch=epochs[0] if epochs else None)
     return found.count, best.best

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import TextIO
 
 from pai_launch.savefmt import adoptions, savedir
-from pai_launch.savefmt.pai_files import config_facts, dendrites, listing, prefix, read_text, scores, switch_epochs
+from pai_launch.savefmt.pai_files import (
+    config_facts,
+    dendrite_limit,
+    dendrites,
+    listing,
+    prefix,
+    read_text,
+    scores,
+    switch_epochs,
+)
 from pai_launch.savefmt.record import EVENTS_FILE, STATE_DIR, STATE_FILE
 from pai_launch.status.events import history, parse_lines
 from pai_launch.status.live import supervisors
@@ -87,7 +96,7 @@ def gather(save: Path) -> RunStatus:
         supervisors=supervisors(save, state_names),
         dendrites=dendrites(read["param_counts.csv"], read["switch_epochs.csv"], sorted(n for n in switches if n is not None),
                             param_counts_name=f"{pre}param_counts.csv", switch_epochs_name=f"{pre}switch_epochs.csv",
-                            max_dendrites=config.get("max_dendrites")),
+                            limit=dendrite_limit(names, read["_config.json"])),
         scores=scores(read["Scores.csv"], f"{pre}Scores.csv", maximizing=config.get("maximizing_score"),
                       config_name=f"{pre}_config.json", arch_text=read["_best_arch_scores.csv"],
                       first_switch=epochs[0] if epochs else None),

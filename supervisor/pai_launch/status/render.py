@@ -74,6 +74,8 @@ def _dendrite_line(status: RunStatus) -> str:
     if d.count is None:
         return "unknown (no param_counts.csv, switch_epochs.csv or switch file)"
     of = f" of at most {d.max_dendrites}" if d.max_dendrites is not None else ""
+    if d.max_dendrites is not None and d.count > d.max_dendrites:
+        of += f", PAST THE MAXIMUM ({d.max_from})"
     growth = f"; parameters {' -> '.join(str(c) for c in d.param_counts)}" if len(d.param_counts) > 1 else ""
     epochs = f"; added at epoch {', '.join(str(e) for e in d.epochs)}" if d.epochs else ""
     return f"{d.count}{of}{epochs}{growth} (from {d.source})"

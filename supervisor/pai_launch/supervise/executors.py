@@ -167,7 +167,7 @@ class ActionExecutors:
 
     def execute_ReportRunaway(self, action) -> None:
         self.log.warning(log_events.DENDRITES_PAST_MAXIMUM, generation=self.state.generation, dendrites=action.dendrites,
-                         max_dendrites=action.most,
+                         max_dendrites=action.most, limit_from=action.source,
                          hint="PerforatedAI keeps adding dendrites past the maximum its settings allow (a dendrite "
                               "capacity test left on, or a setting changed after perforate_model): check the script's "
                               "GPA.pc settings, or stop the run at a count with --max-dendrites N")

@@ -43,7 +43,7 @@ from pai_launch.core.observations import (
 )
 from pai_launch.core.reports import dendrite_verdict, generation_end
 from pai_launch.savefmt import restructure_record, savedir
-from pai_launch.savefmt.pai_files import configured_max
+from pai_launch.savefmt.pai_files import folder_limit
 from pai_launch.supervise import logspace, signals
 from pai_launch.supervise.notify import Notifier
 from pai_launch.supervise.proctable import ProcessTable
@@ -218,7 +218,8 @@ class Observer:
         DataParallel process ended), for the machine to record and to name a run that grows past its maximum."""
         if not progressed:
             return {}
-        return {"dendrites": folder_facts(self.session.save_dir)[0], "max_dendrites": configured_max(self.session.save_dir)}
+        most, source = folder_limit(self.session.save_dir)
+        return {"dendrites": folder_facts(self.session.save_dir)[0], "max_dendrites": most, "max_from": source}
 
     def checked_progress(self, progressed: tuple[str, ...], failures: tuple[Failure, ...], complete: bool,
                          generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:

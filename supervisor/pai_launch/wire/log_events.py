@@ -94,7 +94,7 @@ GENERATION_STOPPED = LogEvent("generation_stopped", "cause reason exit_codes", E
 # a restructure inside the running workers (--restructure in-process), as rank 0 recorded it:
 RESTRUCTURED_IN_PROCESS = LogEvent("restructured_in_process", "generation switch file resumed_s rewrap_s ranks "
                                    "parameters memory_before memory_after dendrites")
-DENDRITES_PAST_MAXIMUM = LogEvent("dendrites_past_maximum", "generation dendrites max_dendrites hint")
+DENDRITES_PAST_MAXIMUM = LogEvent("dendrites_past_maximum", "generation dendrites max_dendrites limit_from hint")
 DENDRITES_ADDED = LogEvent("dendrites_added", "generation dendrites switch_files added")
 DENDRITES_REJECTED = LogEvent("dendrites_rejected", "generation dendrites switch_files taken_back")
 WORKER_LOG_TAIL = LogEvent("worker_log_tail", "rank node host tail log_line")
