@@ -107,5 +107,7 @@ class Failure:
         (a known cause's id, else the line that says why the rank died). Lines printed before it (epoch numbers,
         timings) differ from one attempt to the next; the crash does not."""
         cause = failure_causes.known_cause(self.log_tail)
-        why = cause.id if cause is not None else failure_causes.explaining_line(self.log_tail)
-        return (self.cause, self.rank, self.node, self.returncode, why, self.detail)
+        if cause is not None:  # every rank runs the same script: which one died of it first is timing
+            return (self.cause, self.returncode, cause.id, self.detail)
+        return (self.cause, self.rank, self.node, self.returncode, failure_causes.explaining_line(self.log_tail),
+                self.detail)

@@ -27,8 +27,8 @@ def repeat_reason(policy: Policy, state: State, failure: Failure, reached_traini
     Before training: the same rank, code and last log line twice (an import error, a bad argument). After training
     started: a rank that crashed the same way twice (a stall or the launcher can be transient), unless --max-failures
     asked for more attempts."""
-    if retry_can_fix(failure) or failure.cause is Cause.CHECKPOINT:
-        return None  # a switch file that is no checkpoint: the budget decides (exit 4), whatever repeats
+    if retry_can_fix(failure) or failure.cause is Cause.CHECKPOINT or failure.transient():
+        return None  # a race, a slow peer, a busy GPU; a switch file that is no checkpoint: the budget decides
     desc = failure.describe()
     if not reached_training:
         if state.early_failure == failure.signature():

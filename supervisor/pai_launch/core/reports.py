@@ -6,6 +6,7 @@ from __future__ import annotations
 from pai_launch.core.events import GenerationEnded
 from pai_launch.core.exitcodes import describe_returncode
 from pai_launch.core.failure import Cause, Failure
+from pai_launch.core.outcomes import trained
 from pai_launch.core.state import Phase, Policy, State
 from pai_launch.wire import failure_causes, log_events
 
@@ -31,7 +32,7 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "exit_codes": {str(f.rank): f.returncode for f in event.failures
                                                     if f.cause is Cause.WORKER and f.returncode is not None},
-                                     "reached_training": state.current.reached_training,
+                                     "reached_training": trained(state, event),
                                      **failure_causes.fields(first.log_tail)}
     return log_events.GENERATION_FAILED, {**fields, "error": first.detail}
 
