@@ -73,6 +73,10 @@ def test_a_new_invocation_gets_a_full_budget_and_state_json_keeps_the_last_one(s
     assert state["failures"] == 1 and len(state["history"]) == 1, state  # this invocation counted its own one
     assert state["history"][0]["failures"] == first_state["failures"]
     assert state["history"][0]["last_exit"]["code"] == first_state["last_exit"]["code"]
+    shown = run_tool("status", cwd=scene.work).stdout
+    assert (f"invocations: 2 (each with its own failure budget; the one before ended with exit "
+            f"{first_state['last_exit']['code']} after {first_state['failures']} failed generation(s) in a row; "
+            "this one: 1)") in shown, shown
 
 
 def test_max_generations_stops_the_run_with_exit_0_and_says_so(scene):

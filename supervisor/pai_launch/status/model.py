@@ -134,6 +134,10 @@ class RunStatus:
     problems: list[Problem] = field(default_factory=list)
     failures: int = 0  # failed generations in all
     retries: int = 0
+    #: state.json's: failed generations the latest invocation counted against its budget, and how each earlier
+    #: invocation ended ({updated, generation, failures, last_exit}).
+    budget_used: int | None = None
+    earlier: list[dict] = field(default_factory=list)
     supervisors: list[Supervisor] = field(default_factory=list)
     dendrites: Dendrites = field(default_factory=Dendrites)
     scores: Scores = field(default_factory=Scores)

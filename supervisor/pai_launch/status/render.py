@@ -142,6 +142,12 @@ def render_text(status: RunStatus) -> str:
     lines.append(f"failures:    {status.failures} failed generation(s), {status.retries} retr{'y' if status.retries == 1 else 'ies'}"
                  + (f", {restarts} resume(s) of pai-launch" if restarts > 0 else ""))
     source = " (inferred from PerforatedAI's files)" if status.source == "perforatedai" and status.generations else ""
+    if status.earlier:
+        last = status.earlier[-1]
+        ended = (last.get("last_exit") or {}).get("code")
+        lines.append(f"invocations: {len(status.earlier) + 1} (each with its own failure budget; the one before ended "
+                     f"with exit {'?' if ended is None else ended} after {last.get('failures', '?')} failed "
+                     f"generation(s) in a row; this one: {status.budget_used if status.budget_used is not None else '?'})")
     lines.append(f"generations: {len(status.generations)}{source}")
     lines += _generation_lines(status)
     if status.problems:

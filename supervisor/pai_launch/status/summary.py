@@ -73,6 +73,8 @@ def summarise(facts: Facts) -> RunStatus:
     else:
         status.init, status.generations = facts.inferred_init, facts.inferred_generations
     status.failures = sum(g.outcome == FAILED for g in status.generations)
+    status.budget_used = record.get("failures") if isinstance(record.get("failures"), int) else None
+    status.earlier = [item for item in record.get("history") or [] if isinstance(item, dict)]
     running = any(s.running for s in status.supervisors)
     if has_launch:
         _launch_state(status, facts, running)
