@@ -203,3 +203,25 @@ def test_a_stop_carried_by_the_store_watch_between_generations_ends_the_run_at_o
     assert actions == [Finish(130, "the job was stopped: SIGINT to node 0's pai-launch")]
     # Already stopping for its own reasons: nothing changes.
     assert step(MULTI, state, JobStopSeen(signal.SIGTERM, "x", 2.0)) == (state, [])
+
+
+def test_every_node_judges_failures_in_loading_alike_whatever_it_sees_of_the_folder():
+    """Node 1 reads the shared folder later than node 0 (it may still see a file node 0 moved aside): both get the
+    job's combined failures, and both decide the same: move aside and retry, twice, then give up."""
+    from pathlib import Path
+
+    torn = (Path(__file__).resolve().parents[1] / "failure_tails" / "torn_switch_safetensors.txt").read_text()
+    failures = (Failure.worker(2, 1, torn, node=1), Failure.worker(0, -15, node=0))
+    verdicts = []
+    for node, seen in ((0, ("switch_4.pt", "switch_2.pt", "switch_6.pt")), (1, ("switch_4.pt", "switch_4.pt", None))):
+        policy = Policy(grace=10.0, agent_ahead=False, multi_node=True, node_rank=node, max_failures=3)
+        state, _ = step(policy, start(save_name="PAI", generation=2, init_done=True), __import__(
+            "pai_launch.core.events", fromlist=["Began"]).Began(False, 0.0))
+        decided = []
+        for attempt, loaded in enumerate(seen):
+            now = 100.0 * (attempt + 1)
+            state, actions = step(policy, state, GenerationEnded(failures, now=now, loaded_from=loaded))
+            decided.append((state.phase, state.failures, state.exit_code, "cannot be loaded" in state.reason))
+            state, _ = step(policy, state, Tick(now + 50.0))
+        verdicts.append(decided)
+    assert verdicts[0] == verdicts[1], verdicts

@@ -61,9 +61,9 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
     if event.progressed:
         state = repeats.forgotten(state)
     unloadable, proof, state = unloadable_switch(state, event, reached_training)
-    if unloadable is not None:
+    if proof:
         state = replace(state, unloadable=unloadable, unloadable_why=proof, quarantined=state.quarantined + 1)
-        desc += f"; {unloadable} cannot be loaded ({proof})"
+        desc += f"; {unloadable or 'the switch file it was started from'} cannot be loaded ({proof})"
         if state.quarantined >= policy.max_failures:
             reason = (f"gave up: {state.quarantined} switch file(s) the script wrote could not be loaded; last: {desc}")
             return finish(replace(state, failures=count), exitcodes.BUDGET_EXHAUSTED, reason)
@@ -71,14 +71,14 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
         reason = (f"{desc}; DataParallel training has no resume, so it is not retried "
                   f"(pass --max-failures N to retry it from the start)")
         return finish(replace(state, failures=count), failure.exit_code(), reason)
-    repeated = None if unloadable is not None else repeats.repeat_reason(policy, state, failure, reached_training)
+    repeated = None if proof else repeats.repeat_reason(policy, state, failure, reached_training)
     if repeated is not None:
         return finish(replace(state, failures=count), failure.exit_code(), repeated)
     if count >= policy.max_failures:
         reason = f"gave up after {count} consecutive failed generation(s) without progress; last: {desc}"
         return finish(replace(state, failures=count), exitcodes.BUDGET_EXHAUSTED, reason)
     delay = min(policy.backoff_initial * 2 ** (count - 1), policy.backoff_max)
-    if unloadable is not None:
+    if proof:
         desc += ": it is moved aside and the run resumes from the switch file before it"
     if policy.data_parallel:
         desc = f"{desc}; retrying DataParallel training from the start (it has no resume)"
@@ -88,23 +88,22 @@ def _on_failure(policy: Policy, state: State, failure: Failure, event: Generatio
 
 
 def unloadable_switch(state: State, event: GenerationEnded, reached_training: bool) -> tuple[str | None, str, State]:
-    """(the switch file to move aside, the proof, the state) after a failed generation started from a switch file.
+    """(the switch file to move aside, the proof, the state) after a failed generation; ("", None) without proof.
 
     Only evidence moves a file: a rank failed in loading it with an error that says the file is bad (its own output
-    says so, whatever the save folder's writes suggest); or a rank failed in loading it the same way twice from the same
-    file, before training. Anything else (a process group that timed out, a config race in perforate_model, a crash
-    in training) leaves it where it is, however many ranks failed."""
+    says so, whatever the save folder's writes suggest: on every node alike, though only node 0 knows the file for
+    sure); or a rank failed in loading it the same way twice from the same file, before training. Anything else (a
+    process group that timed out, a config race in perforate_model, a crash in training) leaves it where it is,
+    however many ranks failed."""
     loaded = event.loaded_from
-    if event.progressed or loaded is None:
+    if event.progressed:
         return None, "", replace(state, load_suspect=None)
     for failure in event.failures:
         proof = failure.unloadable()
         if proof is not None:
             return loaded, f"rank {failure.rank}: {proof}", replace(state, load_suspect=None)
-    if reached_training:
-        return None, "", replace(state, load_suspect=None)
     loading = [f for f in event.failures if f.phase() is failure_phase.Phase.LOAD]
-    if not loading:
+    if reached_training or loaded is None or not loading:
         return None, "", replace(state, load_suspect=None)
     suspect = (loaded, loading[0].signature())
     if state.load_suspect == suspect:

@@ -236,9 +236,10 @@ class SaveSession:
         goes with a whole latest.pt as well, so a crash before the first switch file resumes mid-generation."""
         latest = self.spec.resume_from == "latest"
         self.loaded_switch = None
-        if self.node != 0:
+        if self.node != 0:  # the file node 0 resumes from, as this node sees it: every node judges a failure alike
             there = latest and (self.save_dir / checkpoint.LATEST).exists()
-            return self.save_name if there or savedir.has_switches(self.save_dir) else None
+            self.loaded_switch = savedir.newest_switch(self.save_dir)
+            return self.save_name if there or self.loaded_switch is not None else None
         try:
             if latest and checkpoint.whole_latest(self.save_dir, on_quarantine):
                 return self.save_name
