@@ -3,6 +3,7 @@ and a program that is not Python runs every phase cold, through restarts to comp
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -46,6 +47,23 @@ def test_a_program_that_is_not_python_runs_cold_through_restarts_to_completion(s
     assert [record["env"]["PAI_LAUNCH_GENERATION"] for record in records] == ["0", "1", "1", "2", "2"]
     assert records[0]["argv"][0] == "--perforate_model_parallel"
     assert (scene.work / "PAI" / ".training_complete").is_file()
+
+
+def test_a_program_given_as_dot_slash_runs_that_file_not_one_of_the_same_name_on_path(scene):
+    real = scene.work / "prog"
+    real.write_text(f'#!/bin/sh\nexec "{PYTHON}" "{FAKE_TRAINER}" "$@"\n')
+    real.chmod(0o755)
+    decoy_dir = scene.io / "bin"
+    decoy_dir.mkdir()
+    (decoy_dir / "prog").write_text("#!/bin/sh\necho decoy >&2\nexit 9\n")
+    (decoy_dir / "prog").chmod(0o755)
+    path = f"{decoy_dir}:{os.environ.get('PATH', os.defpath)}"
+    launch, rc = scene.run("--no-python", "--nproc", "1", script="./prog", script_args=["--generations", "1"],
+                           env={"PATH": path})
+    assert rc == 0, launch.log_summary()
+    assert (scene.work / "PAI" / ".training_complete").is_file() and "decoy" not in launch.stderr
+    launch, rc = scene.run("--no-python", "--dry-run", script="./prog", instrument=False, env={"PATH": "/nonexistent"})
+    assert rc == 0 and "no such program on PATH" not in launch.stderr, launch.stderr
 
 
 def test_a_program_that_cannot_run_is_refused_before_anything_starts(scene):

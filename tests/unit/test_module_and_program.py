@@ -19,8 +19,8 @@ from tests.unit.test_specbuilder import host, typed
 
 
 def spec(tmp_path: Path, script: str, runs_as: str, **overrides) -> LaunchSpec:
-    return LaunchSpec(script=Path(script), workdir=tmp_path, python="/py", script_args=("--lr", "1"), runs_as=runs_as,
-                      **overrides)
+    return LaunchSpec(script=Path(script), script_text=script, workdir=tmp_path, python="/py", script_args=("--lr", "1"),
+                      runs_as=runs_as, **overrides)
 
 
 # --- the commands --------------------------------------------------------------------------------------------------
@@ -123,6 +123,16 @@ def test_a_program_must_be_on_path_or_an_executable_file(tmp_path):
         scriptfile.check_exists(spec(tmp_path, "train.sh", PROGRAM), {"PATH": "/nonexistent"})
     with pytest.raises(PreflightError, match="--no-python bin/gone is not a file"):
         scriptfile.check_exists(spec(tmp_path, "bin/gone", PROGRAM), {})
+
+
+def test_a_program_given_as_dot_slash_is_that_file_never_one_on_path(tmp_path):
+    program = tmp_path / "prog"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    dotted = spec(tmp_path, "./prog", PROGRAM)
+    scriptfile.check_exists(dotted, {"PATH": "/nonexistent"})  # not looked up on PATH
+    assert plan.worker_command(dotted, None) == ("./prog", "--lr", "1")
+    assert plan.worker_command(spec(tmp_path, "prog", PROGRAM), None)[0] == "prog", "a bare name: PATH's"
 
 
 # --- warm workers -------------------------------------------------------------------------------------------------

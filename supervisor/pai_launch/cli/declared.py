@@ -28,7 +28,8 @@ def _option(*names: str, env: str | None, help: str, **kwargs) -> typer.models.O
     return typer.Option(*names, help=help, envvar=None if env is None else ENV_PREFIX + env, **kwargs)
 
 
-Script = Annotated[Path, typer.Argument(
+#: As text: a Path would drop a program's leading ./ (--no-python ./prog runs that file, prog a program on PATH).
+Script = Annotated[str, typer.Argument(
     help="The training script (run with `python -u`); with -m a module, with --no-python a program.",
     show_default=False)]
 

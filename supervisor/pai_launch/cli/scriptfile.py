@@ -69,7 +69,7 @@ def check_exists(spec: LaunchSpec, env: dict[str, str]) -> None:
 
 
 def _check_program(spec: LaunchSpec, env: dict[str, str]) -> None:
-    name = str(spec.script)
+    name = spec.script_text or str(spec.script)
     if "/" not in name:
         if shutil.which(name, path=env.get("PATH", os.defpath)) is None:
             raise PreflightError(f"--no-python {name}: no such program on PATH: give its path (e.g. ./{name}) or "

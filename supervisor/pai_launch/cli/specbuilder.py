@@ -41,7 +41,7 @@ class CommandLine:
     options and their defaults are written.
     """
 
-    script: Path
+    script: str
     script_args: list[str] | None
     module: bool
     no_python: bool
@@ -177,7 +177,8 @@ def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: j
           nproc: int) -> LaunchSpec:
     allocation = place.allocation
     return LaunchSpec(
-        script=typed.script,
+        script=Path(typed.script),
+        script_text=typed.script,
         workdir=host.workdir,
         python=host.python,
         script_args=tuple(typed.script_args or ()),

@@ -73,6 +73,8 @@ class LaunchSpec:
     data_parallel: bool = False
     dry_run: bool = False
     fresh: bool = False
+    #: SCRIPT as given on the command line (`./prog` keeps its `./`, which a Path drops).
+    script_text: str = ""
     max_failures: int = DEFAULT_MAX_FAILURES
     #: --max-failures names a budget: DataParallel runs are retried only then, and a crash that repeats after training
     #: started is retried up to it, not only once.

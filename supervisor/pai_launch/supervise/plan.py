@@ -73,6 +73,8 @@ def new_elastic_run_id(run_id: str, generation: int) -> str:
 def script_arg(spec: LaunchSpec) -> str:
     """The script as python's argument: a relative path starting with '-' (pathlib turns ./-train.py into -train.py)
     gets ./ back, so python runs it as a file instead of reading it as an option. A module's name is as given."""
+    if spec.runs_as == PROGRAM and "/" in spec.script_text:
+        return spec.script_text  # a path, as a shell runs it; a bare name is looked up on PATH
     text = str(spec.script)
     return f"./{text}" if text.startswith("-") and spec.runs_as != MODULE else text
 
