@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import FAKE_TRAINER, PYTHON, launch_env
+from tests.helpers import FAKE_TRAINER, PYTHON, launch_env, run_tool
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
 
@@ -156,3 +156,20 @@ def test_the_working_directory_as_the_save_folder_is_refused_and_fresh_moves_not
     assert rc == 2, launch.stderr
     assert len(lines) == 1 and lines[0].startswith(f"pai-launch: error: --save-name {name!r} is the working"), lines
     assert scene.work_listing() == ["notes.txt"] and scene.records() == [] and scene.tmp_listing() == []
+
+
+@pytest.mark.parametrize("where", ["--save-name", "--log-dir", "script", "status", "doctor"])
+def test_a_path_with_a_name_over_255_bytes_is_one_line_exit_2_and_nothing_started(scene, where):
+    long = "n" * 300
+    if where in ("status", "doctor"):
+        shown = run_tool(where, f"{long}.py" if where == "doctor" else long, cwd=scene.work)
+        rc, err = shown.returncode, shown.stderr
+    else:
+        args = [where, long] if where != "script" else []
+        launch, rc = scene.run(*args, script=f"{long}.py" if where == "script" else FAKE_TRAINER, instrument=False)
+        err = launch.stderr
+    assert rc == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("pai-launch: error: ") and ("is 300 bytes" in line or "is 303 bytes" in line), line
+    assert "more than a file name may be (255): give a shorter name" in line and "Traceback" not in err
+    assert scene.work_listing() == []

@@ -16,7 +16,7 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch.core import exitcodes, seconds
+from pai_launch.core import exitcodes, pathnames, seconds
 
 tools = typer.Typer(
     add_completion=False,
@@ -38,6 +38,10 @@ def doctor(
     """Check a training script against the PerforatedAI DDP protocol, with line numbers and fixes."""
     from pai_launch.doctor import diagnose as checker
 
+    too_long = pathnames.problem("doctor", script)
+    if too_long:
+        _error(too_long)
+        return exitcodes.USAGE
     try:
         report = checker.check_script(script, expected_save_name=save_name)
     except checker.DoctorError as exc:
@@ -60,9 +64,10 @@ def status(
     """Where a run stands, from its save folder's files: generations, dendrites, best score, failures, the supervisor."""
     from pai_launch.status import gather as run_status
 
-    bad_interval = seconds.problem("--interval", interval)
-    if bad_interval:
-        _error(bad_interval)
+    bad = seconds.problem("--interval", interval) or (pathnames.problem("status", save) if save is not None else None) \
+        or (pathnames.problem("--timeline", timeline) if timeline is not None else None)
+    if bad:
+        _error(bad)
         return exitcodes.USAGE
     return run_status.main(save or run_status.default_folder(Path.cwd()), as_json=as_json, watch=watch,
                            timeline=timeline, interval=interval)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import posixpath
 
-from pai_launch.core import seconds
+from pai_launch.core import pathnames, seconds
 from pai_launch.core.spec import (
     LOG_FORMATS,
+    MODULE,
     PROGRAM,
     RESERVED_SCRIPT_FLAGS,
     RESTRUCTURE_MODES,
@@ -21,6 +22,7 @@ def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
     """Raise PreflightError for the first option that is out of range or contradicts another. `chosen_nproc` is the
     worker count asked for (--nproc, or the GPUs Slurm gave this node); None: left to the visible GPUs."""
     _check_seconds(spec)
+    _check_paths(spec)
     for arg in spec.script_args:
         name = arg.split("=", 1)[0]
         if name in RESERVED_SCRIPT_FLAGS:
@@ -86,3 +88,14 @@ def _check_save_name(spec: LaunchSpec) -> None:
     if not name or folder == workdir or workdir.startswith(folder.rstrip("/") + "/"):
         raise PreflightError(f"--save-name {name!r} is the working directory {workdir} or a folder above it: give a "
                              "folder of its own, e.g. --save-name PAI")
+
+
+def _check_paths(spec: LaunchSpec) -> None:
+    """Every path given fits the file system's limits (a name too long fails every system call on it)."""
+    given = [("--save-name", spec.save_name), ("--log-dir", spec.log_dir)]
+    if spec.runs_as != MODULE:
+        given.append(("the script", spec.script_text or spec.script))
+    for what, path in given:
+        problem = pathnames.problem(what, path) if path is not None else None
+        if problem:
+            raise PreflightError(problem)
