@@ -68,6 +68,17 @@ def test_a_live_run_serves_its_metrics_on_localhost(scene):
     assert launch.wait(60) == 143
 
 
+def test_metrics_on_every_interface_are_served_with_a_warning_and_on_localhost_without(scene):
+    launch, rc = scene.run("--nproc", "1", "--metrics-port", "0", "--metrics-host", "0.0.0.0",
+                           script_args=["--generations", "1"])
+    assert rc == 0, launch.log_summary()
+    exposed = launch.event("metrics_exposed")
+    assert exposed["host"] == "0.0.0.0" and "without authentication" in exposed["hint"] and "127.0.0.1" in exposed["hint"]
+    launch, rc = scene.run("--nproc", "1", "--metrics-port", "0", "--save-name", "PAI2",
+                           script_args=["--generations", "1", "--save", "PAI2"])
+    assert rc == 0 and "metrics_exposed" not in launch.event_names() and "metrics_serving" in launch.event_names()
+
+
 def test_a_metrics_port_in_use_is_refused_before_anything_starts(scene):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

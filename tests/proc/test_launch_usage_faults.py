@@ -173,3 +173,13 @@ def test_a_path_with_a_name_over_255_bytes_is_one_line_exit_2_and_nothing_starte
     assert line.startswith("pai-launch: error: ") and ("is 300 bytes" in line or "is 303 bytes" in line), line
     assert "more than a file name may be (255): give a shorter name" in line and "Traceback" not in err
     assert scene.work_listing() == []
+
+
+@pytest.mark.parametrize("args, words", [(["--local-ranks-filter", "7"], "--local-ranks-filter '7' names local rank 7"),
+                                         (["-r", "0:1,0:2", "--log-dir", "logs"], "names local rank 0 twice")],
+                         ids=["filter-beyond-nproc", "redirect-twice"])
+def test_console_rank_options_naming_a_missing_or_repeated_rank_are_refused(scene, args, words):
+    launch, rc = scene.run("--nproc", "2", *args, timeout=30)
+    lines = _error_lines(launch.stderr)
+    assert rc == 2 and len(lines) == 1 and words in lines[0], launch.stderr
+    assert scene.work_listing() == [] and scene.records() == []

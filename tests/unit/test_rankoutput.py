@@ -66,3 +66,29 @@ def test_the_relay_leaves_muted_streams_in_their_files(tmp_path):
     LogRelay(str(logs.root), sinks=logs.sinks, muted=((0, "stderr"), (1, "stdout"))).stop()
     assert logs.out() == b"[rank0]: stdout of 0\n"
     assert logs.out("stderr") == b"[rank1]: stderr of 1\n"
+
+
+def test_a_local_rank_this_machine_does_not_run_is_refused():
+    import pytest
+
+    from pai_launch.core.rankoutput import muted
+    from pai_launch.core.spec import PreflightError
+
+    with pytest.raises(PreflightError, match=r"--local-ranks-filter '7' names local rank 7, but this machine runs 2 "
+                                             r"worker\(s\), local ranks 0..1"):
+        muted(2, "0", "0", "7")
+    with pytest.raises(PreflightError, match="--redirects '0:3,2:1' names local rank 2"):
+        muted(2, "0:3,2:1", "0", "")
+    assert muted(2, "0", "0", "1") == ((0, "stdout"), (0, "stderr"))
+
+
+def test_a_rank_named_twice_is_refused_not_silently_overridden():
+    import pytest
+
+    from pai_launch.core.rankoutput import parse_streams
+    from pai_launch.core.spec import PreflightError
+
+    with pytest.raises(PreflightError, match=r"-r '0:1,0:2' names local rank 0 twice: give each rank once"):
+        parse_streams("-r", "0:1,0:2")
+    with pytest.raises(PreflightError, match="--tee '1:3,1:3' names local rank 1 twice"):
+        parse_streams("--tee", "1:3,1:3")

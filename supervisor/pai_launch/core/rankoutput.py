@@ -25,6 +25,9 @@ def parse_streams(option: str, text: str) -> dict[int | None, tuple[str, ...]]:
         if not sep or not _natural(rank):
             raise PreflightError(f"{option} {text!r}: {item!r} is not LOCAL_RANK:STREAMS: give e.g. {option} 3 or "
                                  f"{option} 0:1,1:2 (0 none, 1 stdout, 2 stderr, 3 both)")
+        if int(rank) in by_rank:
+            raise PreflightError(f"{option} {text!r} names local rank {int(rank)} twice: give each rank once, e.g. "
+                                 f"{option} {int(rank)}:3")
         by_rank[int(rank)] = _streams(option, value)
     return by_rank
 
@@ -47,11 +50,22 @@ def parse_ranks(option: str, text: str) -> frozenset[int] | None:
     return frozenset(int(item) for item in items)
 
 
+def _within(option: str, text: str, ranks, nproc: int) -> None:
+    """PreflightError for a local rank this machine does not run (its workers are 0..nproc-1)."""
+    beyond = sorted(rank for rank in ranks if rank is not None and rank >= nproc)
+    if beyond:
+        raise PreflightError(f"{option} {text!r} names local rank {beyond[0]}, but this machine runs {nproc} worker(s), "
+                             f"local ranks 0..{nproc - 1}: name ranks below {nproc}")
+
+
 def muted(nproc: int, redirects: str, tee: str, local_ranks: str) -> tuple[tuple[int, str], ...]:
     """(local rank, stream) pairs the console does not show: redirected and not teed, or outside the filter."""
     redirected = parse_streams("--redirects", redirects)
     teed = parse_streams("--tee", tee)
     shown_ranks = parse_ranks("--local-ranks-filter", local_ranks)
+    for option, text, ranks in (("--redirects", redirects, redirected), ("--tee", tee, teed),
+                                ("--local-ranks-filter", local_ranks, shown_ranks or ())):
+        _within(option, text, ranks, nproc)
     quiet = []
     for rank in range(nproc):
         for stream in ("stdout", "stderr"):

@@ -3,6 +3,7 @@ line. Both are structlog processors fed by the run's own events; this module ope
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,16 @@ def folder_facts(save_dir: Path) -> tuple[int, float | None]:
     except Exception:  # noqa: BLE001 - a half-written CSV must not break the line
         count, best = None, None
     return (0 if count is None else count), best
+
+
+def loopback(host: str) -> bool:
+    """An address only this machine reaches: localhost or a loopback address (0.0.0.0 and :: are every interface)."""
+    if host.strip("[]").lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class RunViews:
@@ -63,6 +74,11 @@ class RunViews:
                       hint="the run goes on without metrics; choose another --metrics-port next time")
             return
         log.info(log_events.METRICS_SERVING, url=url, health=url.removesuffix("/metrics") + "/healthz")
+        if not loopback(self.spec.metrics_host):
+            log.warning(log_events.METRICS_EXPOSED, host=self.spec.metrics_host,
+                        hint="the metrics and health endpoints answer anyone who can reach this address, without "
+                             "authentication (the run id, script path and save folder among them): use --metrics-host "
+                             "127.0.0.1 and a proxy or tunnel, or a firewall")
 
     def loop_turned(self, now: float) -> None:
         """The supervisor's loop came round: /livez and /healthz judge from this."""

@@ -47,6 +47,7 @@ CONSOLE_LOST = LogEvent("console_lost", "stream error")
 STACK_DUMP = LogEvent("stack_dump", "pid stacks")
 METRICS_SERVING = LogEvent("metrics_serving", "url health")
 METRICS_UNAVAILABLE = LogEvent("metrics_unavailable", "error")
+METRICS_EXPOSED = LogEvent("metrics_exposed", "host hint")
 
 # --- before the run: the script and the machine, as warnings ------------------------------------------
 SCRIPT_PROBLEM = LogEvent("script_problem", "id path line problem fix")  # one of doctor's errors
