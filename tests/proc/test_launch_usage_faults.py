@@ -183,3 +183,23 @@ def test_console_rank_options_naming_a_missing_or_repeated_rank_are_refused(scen
     lines = _error_lines(launch.stderr)
     assert rc == 2 and len(lines) == 1 and words in lines[0], launch.stderr
     assert scene.work_listing() == [] and scene.records() == []
+
+
+def test_a_save_folder_on_a_full_disk_before_the_start_is_exit_6_naming_the_disk_not_a_failed_init_run(scene):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = scene.work / "disk"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        _fill(disk)
+        launch, rc = scene.run("--nproc", "1", "--save-name", "disk/PAI", script_args=["--save", "disk/PAI"])
+        assert rc == 6, launch.log_summary()
+        finished = launch.event("run_finished")
+        assert "the disk holding" in finished["reason"] and "disk/PAI is full" in finished["reason"], finished
+        assert "another disk" in finished["reason"] and "init run failed" not in finished["reason"]
+        assert "init_started" not in launch.event_names() and scene.records() == []
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -90,8 +90,8 @@ class GenerationJoined:
 
 @dataclass(frozen=True)
 class GenerationRefused:
-    """The generation was not started: the save folder cannot be used (removed, unwritable, full), or the disk its
-    workers' output goes to is full (`log_dir`)."""
+    """The generation (or the init run) was not started: the save folder cannot be used (removed, unwritable, its disk
+    full), or the disk its workers' output goes to is full (`log_dir`)."""
 
     reason: str
     now: float

@@ -28,7 +28,7 @@ from pai_launch.wire import failure_causes, failure_phase
 def on_generation_refused(policy: Policy, state: State, event: GenerationRefused) -> tuple[State, list[Action]]:
     if state.phase is Phase.STOPPING:
         return finish_stopping(state)
-    if state.phase is not Phase.TRAINING:
+    if state.phase not in (Phase.TRAINING, Phase.INIT):  # the init run or a generation was not started
         return state, []
     return finish(state, exitcodes.SAVE_FOLDER, event.reason)
 

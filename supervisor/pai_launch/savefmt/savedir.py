@@ -125,6 +125,23 @@ def is_startup_file(name: str) -> bool:
 MIN_FREE_BYTES = 1024 * 1024
 
 
+def space_problem(folder: Path) -> str | None:
+    """Why nothing can be written into `folder` (or, before it exists, the nearest folder above it): its disk has
+    less than MIN_FREE_BYTES free; None when it has room (or cannot be read: the writes will say why)."""
+    target = folder
+    while not target.is_dir() and target != target.parent:
+        target = target.parent
+    try:
+        free = os.statvfs(target)
+    except OSError:
+        return None
+    available = free.f_bavail * free.f_frsize
+    if available < MIN_FREE_BYTES:
+        return (f"the disk holding {folder} is full: {available // 1024} KiB free, at least {MIN_FREE_BYTES // 1024} KiB "
+                f"needed: free some space there, or give --save-name a folder on another disk")
+    return None
+
+
 def health_problem(folder: Path) -> str | None:
     """Why training cannot go on writing into `folder` (removed, unwritable, disk full), or None."""
     if not folder.is_dir():

@@ -44,6 +44,10 @@ class ActionExecutors:
                            hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
 
     def execute_StartInit(self, action) -> None:
+        full = savedir.space_problem(self.session.save_dir)
+        if full:  # the init run could not write its settings: say why, rather than that it failed
+            self.inbox.put(GenerationRefused(full, time.monotonic()))
+            return
         command = plan.init_command(self.spec, self.session.run_id, self.visible)
         self.session.init_starting()
         self.after_init = True
