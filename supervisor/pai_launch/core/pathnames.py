@@ -4,7 +4,7 @@ call on it fail with ENAMETOOLONG. Pure: text in, a problem's words out."""
 
 from __future__ import annotations
 
-import os
+from pathlib import PurePath
 
 #: Bytes in one file name (NAME_MAX) and in a whole path (PATH_MAX) on Linux.
 NAME_MAX = 255
@@ -15,15 +15,15 @@ def _shown(text: str) -> str:
     return text if len(text) <= 60 else f"{text[:28]}...{text[-28:]}"
 
 
-def problem(what: str, path: str | os.PathLike) -> str | None:
+def problem(what: str, path: str | PurePath) -> str | None:
     """One line naming `what` (an option, an argument), the problem and the fix; None when the path fits."""
-    text = os.fspath(path)
-    encoded = os.fsencode(text)
+    text = str(path)
+    encoded = text.encode("utf-8", "surrogateescape")  # as the file system sees it
     if len(encoded) >= PATH_MAX:
         return f"{what} {_shown(text)} is {len(encoded)} bytes long, more than a path may be ({PATH_MAX - 1}): give a shorter path"
     for part in encoded.split(b"/"):
         if len(part) > NAME_MAX:
-            name = _shown(os.fsdecode(part))
+            name = _shown(part.decode("utf-8", "surrogateescape"))
             return (f"{what} {_shown(text)}: the name {name} is {len(part)} bytes, more than a file name may be "
                     f"({NAME_MAX}): give a shorter name")
     return None
