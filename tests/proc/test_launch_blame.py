@@ -100,3 +100,14 @@ def test_dendrites_past_the_scripts_maximum_are_named_and_max_dendrites_stops_th
     assert [g for g, _ in generations(launch)] == [1, 2, 3]
     shown = run_tool("status", cwd=scene.work)
     assert "dendrites_past_maximum" in shown.stdout and "max_dendrites 1" in shown.stdout, shown.stdout
+
+
+def test_in_process_mode_with_a_script_that_exits_at_restructures_says_so_once(scene):
+    launch, rc = scene.run("--nproc", "1", "--restructure", "in-process", script_args=["--generations", "3"])
+
+    assert rc == 0, launch.log_summary()
+    (noted,) = launch.events("in_process_unused")
+    assert noted["generation"] == 1 and "after_restructure" in noted["hint"], noted
+    assert [g for g, _ in generations(launch)] == [1, 2, 3]
+    shown = run_tool("status", cwd=scene.work).stdout
+    assert "in_process_unused" in shown and "after_restructure" in shown, shown

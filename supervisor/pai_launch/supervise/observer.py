@@ -42,6 +42,7 @@ from pai_launch.core.observations import (
     ThreadFailed,
 )
 from pai_launch.core.reports import dendrite_verdict, generation_end
+from pai_launch.core.spec import IN_PROCESS
 from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_limit
 from pai_launch.supervise import logspace, signals
@@ -75,6 +76,8 @@ class Observer:
         self.recorded: set[tuple[str, object]] = set()
         #: How the last agent that left between generations ended (agent_replaced names it).
         self.last_agent_exit: dict = {}
+        #: --restructure in-process, yet a generation ended at a restructure: said once.
+        self.restarts_noted = False
 
     def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
         """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
@@ -260,9 +263,24 @@ class Observer:
         verdict = "dendrites added" if name == log_events.DENDRITES_ADDED else "dendrites rejected"
         self.notifier.status(f"generation {state.generation} ended: {verdict}, {after} in all")
 
+    def note_restart_in_process_mode(self, event: GenerationEnded, state: machine.State) -> None:
+        """--restructure in-process, but the workers exited at a restructure (the script never calls
+        training.after_restructure): the run goes on as restarts, and says so once."""
+        if self.session.spec.restructure != IN_PROCESS or self.restarts_noted or event.failures or event.complete:
+            return
+        self.restarts_noted = True
+        self.log.warning(log_events.IN_PROCESS_UNUSED, generation=state.generation, switch_files=list(event.progressed),
+                         hint="the workers exited at a restructure, so the run goes on restarting them each time, as "
+                              "--restructure restart does: call pai_launch.training.after_restructure(run, net, model, "
+                              "optimizer, build_optimizer) where PerforatedAI restructures, or drop --restructure "
+                              "in-process")
+        self.notifier.status(f"generation {state.generation} ended at a restructure: restarting (the script does not "
+                             "restructure in process)")
+
     def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
         if event.progressed:
             self.judge_dendrites(event, state)
+            self.note_restart_in_process_mode(event, state)
         name, fields = generation_end(event, state, duration)
         if name == log_events.GENERATION_STOPPED:  # asked for: no failure, no log tail; a rank's own crash is a warning
             (self.log.warning if "rank" in fields else self.log.info)(name, **fields)

@@ -93,6 +93,7 @@ GENERATION_FAILED = LogEvent("generation_failed", "error failed_ranks exit_codes
                              CAUSE)
 GENERATION_STOPPED = LogEvent("generation_stopped", "cause reason exit_codes", ENDED, WORKER, CAUSE)
 # a restructure inside the running workers (--restructure in-process), as rank 0 recorded it:
+IN_PROCESS_UNUSED = LogEvent("in_process_unused", "generation switch_files hint")
 RESTRUCTURED_IN_PROCESS = LogEvent("restructured_in_process", "generation switch file resumed_s rewrap_s ranks "
                                    "parameters memory_before memory_after dendrites")
 DENDRITES_PAST_MAXIMUM = LogEvent("dendrites_past_maximum", "generation dendrites max_dendrites limit_from hint")
