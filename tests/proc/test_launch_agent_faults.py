@@ -119,3 +119,21 @@ def test_a_stop_while_the_agent_starts_up_starts_no_worker(scene):
     # Nothing ran generation 1's script: no record of it, no worker's log line.
     assert not [path.name for path in scene.record_dir.iterdir() if path.name.startswith("1-")]
     assert "[rank" not in launch.stdout
+
+
+def test_an_agent_whose_import_torch_hangs_is_reported_and_a_stop_still_ends_everything(scene, tmp_path):
+    """A `torch` that never finishes importing (a hung network file system): the run says what it waits for, and at
+    each doubling; SIGTERM still ends it with nothing left."""
+    hanging = tmp_path / "hanging-torch" / "torch"
+    hanging.mkdir(parents=True)
+    (hanging / "__init__.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    env = {"PYTHONPATH": str(hanging.parent), "PAI_LAUNCH_TEST_AGENT_SLOW_START": "1"}
+    launch = scene.start("--nproc", "1", env=env, script_args=["--generations", "1"])
+    first = wait_event(launch, "agent_slow_start", 30)
+    assert first["waited_s"] >= 1 and "import" in first["hint"] and "py-spy dump" in first["hint"]
+    second = wait_event(launch, "agent_slow_start", 30, count=2)
+    assert second["agent_pid"] == first["agent_pid"] and second["waited_s"] >= 2 * first["waited_s"] - 0.5
+    assert "agent_ready" not in launch.event_names()
+    launch.send(signal.SIGTERM)
+    assert launch.wait(60) == 143, launch.log_summary()
+    assert not pid_is_live(first["agent_pid"])

@@ -42,6 +42,7 @@ PROBLEM_EVENTS = {
     log_events.REQUEUE_FAILED: ("error",),
     log_events.INIT_OUTPUT_TAIL: ("tail",),
     log_events.IN_PROCESS_UNUSED: ("generation", "hint"),
+    log_events.AGENT_SLOW_START: ("agent_pid", "waited_s", "hint"),
     log_events.DENDRITES_PAST_MAXIMUM: ("generation", "dendrites", "max_dendrites", "limit_from", "hint"),
 }
 

@@ -61,6 +61,7 @@ class Agent:
         self._request_w = self._result_r = -1
         self._lock = threading.Lock()
         self._ready = False
+        self.started_at = 0.0
         self._pending: GenerationRequest | None = None
         self._running: GenerationRequest | None = None
         #: The agent's own account of itself, from its first ready (warm, why, preloaded, forkserver pid).
@@ -73,6 +74,7 @@ class Agent:
         self._pinged_at = float("-inf")
 
     def start(self) -> Agent:
+        self.started_at = time.monotonic()
         request_r, self._request_w = os.pipe()
         self._result_r, result_w = os.pipe()
         # Import this very copy of the package without putting it on the workers' PYTHONPATH; keep the sys.path a
@@ -266,3 +268,14 @@ _HEARD = {
     GenerationResult: Agent._on_result,
 }
 
+
+
+#: Seconds an agent may take to report ready (import torch, start its forkserver) before that is said; then again at
+#: each doubling. AGENT_SLOW_START_TEST_ENV shortens it for pai-launch's own tests.
+AGENT_SLOW_START = 60.0
+AGENT_SLOW_START_TEST_ENV = "PAI_LAUNCH_TEST_AGENT_SLOW_START"
+
+
+def slow_start_due(waited: float, told: int, first: float = AGENT_SLOW_START) -> bool:
+    """Whether an agent not ready after `waited` seconds is to be reported now, `told` reports made so far."""
+    return waited >= first * 2 ** told

@@ -189,6 +189,13 @@ class ProcessTable:
         if self._agent is not None:
             self._agent.ping(now, every)
 
+    def agent_waiting(self, now: float) -> tuple[int, float] | None:
+        """(pid, seconds since it started) of an agent that has not reported ready yet; None otherwise."""
+        agent = self._agent
+        if agent is None or agent.facts is not None:
+            return None
+        return agent.pid, now - agent.started_at
+
     def run_started(self) -> bool:
         """The init run, the DataParallel process or a generation's agent is running."""
         return self._plain is not None or self._agent_busy

@@ -23,6 +23,7 @@ from pai_launch.core.spec import LaunchSpec, policy_for
 from pai_launch.savefmt import savedir
 from pai_launch.savefmt.record import StateError
 from pai_launch.supervise import console, coordination, logs, plan
+from pai_launch.supervise.agent_process import AGENT_SLOW_START, AGENT_SLOW_START_TEST_ENV, slow_start_due
 from pai_launch.supervise.executors import ActionExecutors
 from pai_launch.supervise.notify import Notifier, child_env
 from pai_launch.supervise.observer import InternalError, Observer
@@ -56,6 +57,9 @@ class Runner(ActionExecutors):
         self.store_host = job.host if job is not None else None
         #: The init run was the last thing started: the folder it removed and wrote again is taken anew.
         self.after_init = False
+        #: Agent pid -> how often it was reported not ready yet; when that is first said (seconds).
+        self.slow_told: dict[int, int] = {}
+        self.slow_start_after = seconds_from(os.environ.get(AGENT_SLOW_START_TEST_ENV), AGENT_SLOW_START)
 
     def run(self) -> int:
         """Supervise the run to its end; StateError (the folder is another pai-launch's) before anything starts."""
@@ -214,11 +218,26 @@ class Runner(ActionExecutors):
                               "was read again before judging a stall")
         return Resumed(now, paused, last_write)
 
+    def agent_slow_start(self, now: float) -> None:
+        """An agent still not ready (its `import torch` hangs, a file system is slow) is said, at each doubling."""
+        waiting = self.table.agent_waiting(now)
+        if waiting is None:
+            return
+        pid, waited = waiting
+        told = self.slow_told.get(pid, 0)
+        if slow_start_due(waited, told, self.slow_start_after):
+            self.slow_told[pid] = told + 1
+            self.log.warning(log_events.AGENT_SLOW_START, agent_pid=pid, waited_s=round(waited, 1),
+                             hint="the agent imports torch and starts its forkserver before any worker can start: a "
+                                  "hung or slow import (a busy network file system, a broken install) holds the run; "
+                                  "py-spy dump --pid PID shows where it is")
+
     def housekeeping(self) -> None:
         self.notifier.watchdog(time.monotonic())
         self.views.loop_turned(time.monotonic())
         self.table.housekeeping()
         self.table.heartbeat(time.monotonic())
+        self.agent_slow_start(time.monotonic())
         if self.state.phase in (machine.Phase.TRAINING, machine.Phase.BACKOFF):
             running = self.state.phase is machine.Phase.TRAINING
             problem = self.session.problem(during=f"generation {self.state.generation}" if running else None)
@@ -237,3 +256,12 @@ def missing_executors(runner: type = Runner) -> list[str]:
 
 if missing_executors():
     raise ImportError(f"supervise.runner: no executor for {', '.join(missing_executors())}: add Runner.execute_<Action>")
+
+
+def seconds_from(text: str | None, default: float) -> float:
+    """A positive number of seconds from `text` (a test's setting), else `default`."""
+    try:
+        value = float(text or "")
+    except ValueError:
+        return default
+    return value if 0 < value < default else default

@@ -48,6 +48,7 @@ STACK_DUMP = LogEvent("stack_dump", "pid stacks")
 METRICS_SERVING = LogEvent("metrics_serving", "url health")
 METRICS_UNAVAILABLE = LogEvent("metrics_unavailable", "error")
 METRICS_EXPOSED = LogEvent("metrics_exposed", "host hint")
+AGENT_SLOW_START = LogEvent("agent_slow_start", "agent_pid waited_s hint")
 
 # --- before the run: the script and the machine, as warnings ------------------------------------------
 SCRIPT_PROBLEM = LogEvent("script_problem", "id path line problem fix")  # one of doctor's errors
