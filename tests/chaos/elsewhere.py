@@ -113,10 +113,10 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("a text file as the newest switch file", "moved aside as not a checkpoint; the one before is loaded; exit 0",
            "tests/proc/test_launch_own_files.py::"
            "test_a_text_file_as_the_newest_switch_file_is_quarantined_and_the_one_before_is_loaded"),
-    Tested("a whole switch file that no rank can load", "the retry moves it aside, says so, and resumes from the one before",
+    Tested("a whole switch file a rank fails to load, saying why", "the retry moves it aside, quoting the rank's line, and resumes from the one before",
            "tests/proc/test_launch_own_files.py::"
            "test_a_whole_switch_file_that_no_rank_can_load_is_moved_aside_and_the_one_before_is_resumed"),
-    Tested("every switch file unloadable", "no progress counted; exit 4 when the budget is spent",
+    Tested("every switch file unloadable", "each moved aside, progress never taken back; exit 4 once --max-failures were",
            "tests/proc/test_launch_own_files.py::test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4"),
     Tested("SIGTERM while the agent is still starting up", "the request is withdrawn, no worker ever starts, exit 143",
            "tests/proc/test_launch_agent_faults.py::test_a_stop_while_the_agent_starts_up_starts_no_worker"),
@@ -136,4 +136,33 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("--rdzv-endpoint names an address that is not node 0's", "one line naming it and the fix, exit 2",
            "tests/proc/test_multinode_store.py::"
            "test_node_0_whose_endpoint_is_not_one_of_its_addresses_says_so_and_starts_nothing"),
+    Tested("every rank fails at start-up for a transient cause (a store-barrier timeout, the config race)",
+           "the switch file is kept, the failure counted once, retried, exit 0",
+           "tests/proc/test_launch_blame.py::"
+           "test_every_rank_failing_at_start_up_for_a_transient_cause_keeps_the_switch_file"),
+    Tested("workers lingering after the completion marker, with --stall-timeout",
+           "no stall, no retry: stopped after --grace, exit 0",
+           "tests/proc/test_launch_blame.py::test_workers_lingering_after_the_marker_are_stopped_and_the_run_is_complete"),
+    Tested("the same command again after a run gave up", "a full failure budget; the first failure retried; state.json's history",
+           "tests/proc/test_launch_blame.py::test_a_new_invocation_gets_a_full_budget_and_state_json_keeps_the_last_one"),
+    Tested("a real run adding dendrites past its maximum", "named (log, status); --max-dendrites stops it, exit 0",
+           "tests/real/test_runaway.py::test_a_real_runaway_is_named_and_max_dendrites_stops_it"),
+    Tested("gloo's buffer-size abort (SIGABRT, no Python frame)", "named as DDP's buffer broadcast, with the fix",
+           "tests/real/test_failure_causes_real.py::test_the_gloo_buffer_size_abort_is_named_as_the_buffer_broadcast"),
+    Tested("bdb.BdbQuit after PerforatedAI's 'Need to call .module'", "named with the fix, counted as after training",
+           "tests/real/test_failure_causes_real.py::test_bdbquit_after_need_to_call_module_is_named_and_counted_as_training"),
+    Tested("node 0 whose peer never comes", "rendezvous_waiting, then exit 1 at --rdzv-timeout naming the missing node",
+           "tests/proc/test_multinode_waits.py::test_node_0_whose_peer_never_comes_gives_up_at_the_rdzv_timeout_naming_it"),
+    Tested("--no-python ./prog with a prog on PATH", "runs ./prog, never PATH's",
+           "tests/proc/test_launch_module_program.py::"
+           "test_a_program_given_as_dot_slash_runs_that_file_not_one_of_the_same_name_on_path"),
+    Tested("a path name over 255 bytes", "one line naming the option, exit 2, nothing started",
+           "tests/proc/test_launch_usage_faults.py::"
+           "test_a_path_with_a_name_over_255_bytes_is_one_line_exit_2_and_nothing_started"),
+    Tested("the save folder's disk full before the start", "exit 6 naming the disk; the init run is not started",
+           "tests/proc/test_launch_usage_faults.py::"
+           "test_a_save_folder_on_a_full_disk_before_the_start_is_exit_6_naming_the_disk_not_a_failed_init_run"),
+    Tested("the agent's import torch hangs", "agent_slow_start at 60 s and each doubling; SIGTERM still ends it, exit 143",
+           "tests/proc/test_launch_agent_faults.py::"
+           "test_an_agent_whose_import_torch_hangs_is_reported_and_a_stop_still_ends_everything"),
 )

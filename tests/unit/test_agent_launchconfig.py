@@ -30,6 +30,18 @@ def test_a_multi_node_generation_meets_in_the_jobs_store_on_the_generations_own_
     config = launchconfig.multi_node(_request(tmp_path, NODES), 5, "forkserver")
     assert (config.min_nodes, config.max_nodes, config.rdzv_endpoint, config.local_addr) == (2, 3, "node0:29500", "10.0.0.2")
     assert config.run_id == "job-g5"
-    assert config.rdzv_configs["is_host"] is False and config.rdzv_configs["timeout"] == 60
+    # torch's c10d handler reads join_timeout (a "timeout" key is ignored: every join waited torch's 600 s)
+    assert config.rdzv_configs["is_host"] is False and config.rdzv_configs["join_timeout"] == 60
     assert config.rdzv_configs["last_call_timeout"] == int(launchconfig.LAST_CALL)
     assert _shared(config) == (2, "pai-c10d", 0, 0.1, "forkserver", 7)
+
+
+def test_the_join_timeout_is_what_torchs_handler_reads_as_the_rendezvous_timeout(tmp_path):
+    from dataclasses import replace
+
+    from torch.distributed.elastic.rendezvous.api import RendezvousParameters
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _get_timeout
+
+    config = launchconfig.multi_node(_request(tmp_path, replace(NODES, rdzv_timeout=7.5)), 3, "spawn")
+    params = RendezvousParameters("c10d", "node0:29500", "run", 2, 3, **config.rdzv_configs)
+    assert _get_timeout(params, "join").total_seconds() == 8  # at least the seconds asked for

@@ -116,3 +116,11 @@ def test_a_repeated_stall_is_retried_within_the_budget():
                     GenerationEnded(failures=(Failure.worker(0, -15),), now=start_at + 37.0), Tick(start_at + 199.0)]
     state, _ = replay(history[:-1], policy=policy)
     assert state.phase is Phase.BACKOFF and state.failures == 2
+
+
+def test_a_rendezvous_that_timed_out_ends_the_run_at_once_naming_the_option():
+    """The wait for nodes is bounded by --rdzv-timeout: a retry would wait as long again."""
+    timed_out = Failure.launcher("RendezvousTimeoutError: not every node joined generation 1 within --rdzv-timeout 4 s")
+    state, actions = replay([INIT_OK, GenerationEnded(failures=(timed_out,), now=5.0)])
+    assert state.phase is Phase.DONE and state.exit_code == exitcodes.LAUNCHER_ERROR
+    assert "--rdzv-timeout 4 s" in state.reason and not any(isinstance(a, ScheduleRetry) for a in actions)

@@ -74,6 +74,22 @@ def test_a_platforms_variable_that_cannot_be_right_is_one_line_naming_it(env, me
         detect(env)
 
 
+@pytest.mark.parametrize("env, words", [
+    ({**PYTORCHJOB, "RANK": "5", "WORLD_SIZE": "2"}, ("Kubeflow PyTorchJob's", "RANK=5 (the pod's index)",
+                                                     "WORLD_SIZE=2 (the job's pod count)", "cannot be right")),
+    ({**PYTORCHJOB, "WORLD_SIZE": "0", "RANK": "0"}, ("WORLD_SIZE=0 (the job's pod count)", "cannot be right")),
+    ({**TRAINER, "PET_NODE_RANK": "", "JOB_COMPLETION_INDEX": "7"}, ("Kubeflow Trainer (JobSet)'s",
+                                                                     "JOB_COMPLETION_INDEX=7 (the pod's index)")),
+], ids=["pytorchjob-rank-beyond-world-size", "pytorchjob-world-size-0", "jobset-index-beyond-nnodes"])
+def test_a_platform_value_out_of_range_is_named_by_its_variable_not_the_option_it_became(env, words):
+    with pytest.raises(PlatformError) as caught:
+        build(typed(), host({key: value for key, value in env.items() if value != ""}))
+    message = str(caught.value)
+    for word in words:
+        assert word in message, message
+    assert "fix the job's specification, or give the option(s) yourself" in message
+
+
 @pytest.mark.parametrize("hostname, rendezvous, rank", [
     ("elastic-worker-0", "elastic-worker-0", 0), ("elastic-worker-0.elastic.ns.svc", "elastic-worker-0", 0),
     ("elastic-worker-2", "elastic-worker-0", 2), ("elastic-worker-12", "elastic-worker-0.ns", 12),

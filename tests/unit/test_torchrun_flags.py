@@ -153,6 +153,14 @@ def test_standalone_is_one_machine_whatever_the_platform_says():
     assert rewrite(["--standalone", "--nnodes", "1:1", "train.py"], OWN).argv == ["--nnodes", "1:1", "train.py"]
 
 
+@pytest.mark.parametrize("value", ["abc", "-5", "nan", "0"])
+def test_a_bad_rdzv_conf_timeout_is_named_as_given_not_as_the_option_it_would_become(value):
+    with pytest.raises(TorchrunFlagError) as caught:
+        rewrite(["--rdzv_conf", f"join_timeout={value}", "train.py"], OWN)
+    assert str(caught.value).startswith(f"--rdzv_conf join_timeout={value} is not a number of seconds above 0")
+    assert "--rdzv-timeout" not in str(caught.value) and "PAI_LAUNCH_RDZV_TIMEOUT" not in str(caught.value)
+
+
 def test_rdzv_conf_timeouts_are_the_rendezvous_timeout():
     assert rewrite(["--rdzv-conf", "join_timeout=600,timeout=5", "train.py"], OWN).argv == [
         "--rdzv-timeout", "600", "train.py"]

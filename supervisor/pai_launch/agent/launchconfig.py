@@ -7,6 +7,8 @@ the run's grace; they differ only in who meets whom, and where.
 
 from __future__ import annotations
 
+import math
+
 from pai_launch.agent import jobrendezvous, torchcompat
 from pai_launch.wire import crossnode
 from pai_launch.wire.protocol import GenerationRequest
@@ -30,7 +32,8 @@ def multi_node(request: GenerationRequest, generation: int, start_method: str):
     return torchcompat.launch_config(dict(
         min_nodes=nodes.min_nodes, max_nodes=nodes.max_nodes,
         run_id=crossnode.generation_rendezvous_id(nodes.job_id, generation), rdzv_endpoint=f"{nodes.host}:{nodes.port}",
-        rdzv_configs={"is_host": False, "timeout": int(nodes.rdzv_timeout), "last_call_timeout": int(LAST_CALL)},
+        rdzv_configs={"is_host": False, "join_timeout": max(1, math.ceil(nodes.rdzv_timeout)),
+                      "last_call_timeout": int(LAST_CALL)},
         local_addr=nodes.local_addr, **{**_shared(request, start_method), "rdzv_backend": jobrendezvous.register()},
     ))
 

@@ -174,10 +174,21 @@ class NodeGeneration:
         self._done.set()
         try:
             self.link.abandon(self.generation)
+            if error and crossnode.RDZV_TIMEOUT in error:
+                error = self._timed_out()
         except StoreLost:
             pass
         return NodeFacts(self.generation, self.request.log_dir, started=False, error=error, stopped_by=self.stopped_by,
                          store_error=self.store_error, peer_fatal=self.peer_fatal)
+
+    def _timed_out(self) -> str:
+        """Torch's rendezvous timed out: the nodes that never reached the job's store, and the option that bounds it."""
+        absent = [node for node in range(1, self.nodes.max_nodes) if self.link.get(crossnode.node_key(node)) is None]
+        who = f"node(s) {', '.join(map(str, absent))} never reached node 0's store" if absent else \
+            "every node reached node 0's store, but not every one joined it"
+        return (f"{crossnode.RDZV_TIMEOUT}: not every node joined generation {self.generation} within --rdzv-timeout "
+                f"{self.nodes.rdzv_timeout:g} s ({self.nodes.min_nodes} wanted; {who}): start every node with the same "
+                f"command and its --node-rank, or raise --rdzv-timeout")
 
     def _settle(self, own: NodeOutcome) -> NodeFacts:
         """Exchange outcomes with the other members, then say this node has decided; what it knew when it did."""

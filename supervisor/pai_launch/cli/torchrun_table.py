@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from pai_launch.core import seconds
 from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
 
@@ -150,10 +151,18 @@ def _rdzv_conf(given: Given) -> Output:
     if others:
         raise TorchrunFlagError(f"{given.flag} key {others[0]!r} is not supported: pai-launch reads only "
                                 f"{' and '.join(TIMEOUT_KEYS)} (as --rdzv-timeout); drop the others")
-    timeout = next((settings[key] for key in TIMEOUT_KEYS if key in settings), None)
-    if timeout is None:
+    key = next((key for key in TIMEOUT_KEYS if key in settings), None)
+    if key is None:
         return Output()
-    return Output({"rdzv_timeout": timeout})
+    # Judged here, by what was given: as --rdzv-timeout it would be blamed on an option the user never gave.
+    try:
+        wrong = seconds.problem("--rdzv-timeout", float(settings[key])) is not None
+    except ValueError:
+        wrong = True
+    if wrong:
+        raise TorchrunFlagError(f"{given.flag} {key}={settings[key]} is not a number of seconds above 0 (at most a week): "
+                                f"give e.g. {key}=900")
+    return Output({"rdzv_timeout": settings[key]})
 
 
 def _standalone(given: Given) -> Output:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pai_launch.core import exitcodes, nodes, platforms, slurm
 from pai_launch.core.spec import PreflightError
+from pai_launch.wire.errors import LaunchError
 
 #: --rdzv-backend's values: static (a node without a rank is node 0, as torchrun's static rendezvous has it) and c10d
 #: (ranks are torchrun's by arrival: a node without one finds it from its host name, or is refused).
@@ -68,8 +69,29 @@ def resolve(options: PlaceOptions, env: dict[str, str], visible: tuple[str, ...]
     if node_rank is None and options.rdzv_backend == "c10d" and endpoint is not None and _multi(nnodes):
         node_rank, placement = _rank_by_host(nnodes or "1", endpoint, options.hostname, placement)
         from_platform.append("node_rank")
-    place = _nodes(nnodes or "1", int(node_rank or 0), endpoint, rdzv_id, options.rdzv_timeout, options.local_addr)
+    try:
+        place = _nodes(nnodes or "1", int(node_rank or 0), endpoint, rdzv_id, options.rdzv_timeout, options.local_addr)
+    except nodes.NodesError as exc:
+        raise _by_variable(exc, placement, from_platform, env) from None
     return Place(place, nproc, requeue_signal(options.requeue_on, allocation), allocation, used, placement, from_platform)
+
+
+def _by_variable(exc: nodes.NodesError, placement: platforms.Placement | None, taken: list[str],
+                 env: dict[str, str]) -> LaunchError:
+    """A problem with values the platform's variables gave: named by those variables, as they were set, not by the
+    options they became (which the user never gave)."""
+    named = [option for option in taken if f"--{option.replace('_', '-')} " in str(exc)]
+    if placement is None or not named:
+        return exc
+    said = []
+    for option in named:
+        variables = [part.strip() for part in placement.source[option].split(",")]
+        shown = [f"{name}={env[name]}" for name in variables if name in env]
+        why = ", ".join(part for part in variables if part not in env)
+        said.append(" and ".join(shown or [placement.source[option]]) + (f" ({why})" if why else ""))
+    return platforms.PlatformError(f"{placement.platform}'s {'; '.join(said)} cannot be right: {exc} (as "
+                                   f"{', '.join('--' + o.replace('_', '-') for o in named)}): fix the job's "
+                                   f"specification, or give the option(s) yourself")
 
 
 def _multi(nnodes: str | None) -> bool:

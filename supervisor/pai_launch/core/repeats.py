@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.state import Policy, State
-from pai_launch.wire import failure_causes
+from pai_launch.wire import crossnode, failure_causes
 
 
 def retry_can_fix(failure: Failure) -> bool:
@@ -30,6 +30,8 @@ def repeat_reason(policy: Policy, state: State, failure: Failure, reached_traini
     if retry_can_fix(failure) or failure.cause is Cause.CHECKPOINT or failure.transient():
         return None  # a race, a slow peer, a busy GPU; a switch file that is no checkpoint: the budget decides
     desc = failure.describe()
+    if failure.cause is Cause.LAUNCHER and crossnode.RDZV_TIMEOUT in failure.detail:
+        return desc  # the wait for nodes is bounded by --rdzv-timeout: a retry would wait as long again
     if not reached_training:
         if state.early_failure == failure.signature():
             return f"{desc} before training started, exactly as the attempt before: retrying cannot help"

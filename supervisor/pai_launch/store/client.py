@@ -3,18 +3,38 @@ stop flag in it. Runs in the agent and store processes only: the supervisor neve
 
 from __future__ import annotations
 
+import socket
+import time
+
 from pai_launch.wire import crossnode, storevalues
 from pai_launch.wire.storelink import StoreLink
 
 
+def wait_listening(host: str, port: int, timeout: float) -> float:
+    """Wait until something accepts connections at host:port; the seconds left of `timeout`. TimeoutError when nothing
+    did in time. torch's own client retries past its timeout (a 10 s timeout gave up after 16 s), so the wait for node
+    0 is ours, and torch's client only connects to a store that is there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"nothing accepted a connection at {host}:{port} in {timeout:g} s")
+        try:
+            socket.create_connection((host, port), timeout=min(1.0, left)).close()
+            return max(1.0, deadline - time.monotonic())
+        except OSError:
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
 def connect(host: str, port: int, timeout: float):
-    """A client of node 0's store; torch retries the connection until `timeout`. Once connected, no single call may
-    block longer than LOST_AFTER (node 0's machine gone without a reset must not hold a node for many minutes)."""
+    """A client of node 0's store, within `timeout`. Once connected, no single call may block longer than LOST_AFTER
+    (node 0's machine gone without a reset must not hold a node for many minutes)."""
     from datetime import timedelta
 
     from torch.distributed import TCPStore
 
-    store = TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    left = wait_listening(host, port, timeout)
+    store = TCPStore(host, port, is_master=False, timeout=timedelta(seconds=left), wait_for_workers=False)
     store.set_timeout(timedelta(seconds=crossnode.LOST_AFTER))
     return store
 

@@ -57,6 +57,11 @@ STOP = ValueKey("pai/stop", StopFlag)
 STOP_SEEN = "pai/stop_seen"
 
 
+#: torch's exception for a rendezvous that did not complete in time: a launcher error naming it ends the run (waiting
+#: longer than --rdzv-timeout for nodes would not bound the wait).
+RDZV_TIMEOUT = "RendezvousTimeoutError"
+
+
 def node_key(node: int) -> str:
     return f"pai/node/{node}"
 
