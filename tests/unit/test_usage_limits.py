@@ -12,6 +12,7 @@ from pai_launch.cli import specbuilder, startup
 from pai_launch.cli.preflight import preflight
 from pai_launch.core.spec import LaunchSpec, PreflightError
 from pai_launch.linux import capacity
+from pai_launch.savefmt import savedir
 from pai_launch.supervise import logspace, plan
 
 pytestmark = pytest.mark.timeout(30)
@@ -101,7 +102,7 @@ def test_a_full_log_disk_is_named_with_its_free_space_and_the_fix(tmp_path):
 
 
 def test_free_space_is_read_from_the_nearest_existing_folder(tmp_path):
-    assert logspace.free_bytes(tmp_path / "not" / "yet") > 0
+    assert savedir.free_bytes(tmp_path / "not" / "yet") > 0
     assert logspace.problem(tmp_path / "not" / "yet", given=True) is None  # this disk has room
 
 

@@ -125,18 +125,24 @@ def is_startup_file(name: str) -> bool:
 MIN_FREE_BYTES = 1024 * 1024
 
 
+def free_bytes(folder: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on the disk holding `folder` (or its nearest existing parent);
+    None when it cannot be read."""
+    target = folder
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    try:
+        stat = os.statvfs(target)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
 def space_problem(folder: Path) -> str | None:
     """Why nothing can be written into `folder` (or, before it exists, the nearest folder above it): its disk has
     less than MIN_FREE_BYTES free; None when it has room (or cannot be read: the writes will say why)."""
-    target = folder
-    while not target.is_dir() and target != target.parent:
-        target = target.parent
-    try:
-        free = os.statvfs(target)
-    except OSError:
-        return None
-    available = free.f_bavail * free.f_frsize
-    if available < MIN_FREE_BYTES:
+    available = free_bytes(folder)
+    if available is not None and available < MIN_FREE_BYTES:
         return (f"the disk holding {folder} is full: {available // 1024} KiB free, at least {MIN_FREE_BYTES // 1024} KiB "
                 f"needed: free some space there, or give --save-name a folder on another disk")
     return None

@@ -7,9 +7,9 @@ the run ends (exit 6) with a reason naming the folder, its free space and the fi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from pai_launch.savefmt import savedir
 from pai_launch.savefmt.savedir import MIN_FREE_BYTES
 
 
@@ -25,21 +25,8 @@ def full_message(folder: Path, available: int, *, given: bool, needed: int = MIN
             "folder on another disk")
 
 
-def free_bytes(folder: Path) -> int | None:
-    """Bytes an unprivileged writer may still use on the disk holding `folder` (or its nearest existing parent);
-    None when it cannot be read."""
-    target = folder
-    while not target.exists() and target != target.parent:
-        target = target.parent
-    try:
-        stat = os.statvfs(target)
-    except OSError:
-        return None
-    return stat.f_bavail * stat.f_frsize
-
-
 def problem(folder: Path | str, *, given: bool) -> str | None:
     """Why the workers' output cannot be kept under `folder`, or None."""
     folder = Path(folder)
-    available = free_bytes(folder)
+    available = savedir.free_bytes(folder)
     return None if available is None else full_message(folder, available, given=given)
