@@ -16,7 +16,7 @@ def test_node_0_whose_peer_never_comes_gives_up_at_the_rdzv_timeout_naming_it(sc
 
     assert rc == 1, node0.log_summary()
     waiting = node0.event("rendezvous_waiting")
-    assert (waiting["generation"], waiting["nodes"], waiting["timeout_s"]) == (1, "2", 4.0)
+    assert (waiting["generation"], waiting["nodes"], waiting["waiting_for"], waiting["timeout_s"]) == (1, "2", "1", 4.0)
     assert len(node0.events("generation_started")) == 1, "the wait is bounded: not retried into a second wait"
     reason = node0.event("run_finished")["reason"]
     assert "not every node joined generation 1 within --rdzv-timeout 4 s" in reason, reason

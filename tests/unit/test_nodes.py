@@ -63,6 +63,15 @@ def test_an_endpoint_prints_back_as_given():
         "node 2 of 1:3, rendezvous store at n1:9"
 
 
+@pytest.mark.parametrize("nodes, count, others", [
+    (Nodes(min_nodes=2, max_nodes=2, node_rank=0), "2", "1"),
+    (Nodes(min_nodes=2, max_nodes=4, node_rank=2), "2:4", "0, 1, 3"),
+])
+def test_a_generation_waits_for_every_other_node_each_time(nodes, count, others):
+    """Each generation is a fresh rendezvous: at its start no other node has joined it yet."""
+    assert (nodes.count, nodes.others) == (count, others)
+
+
 # --- combining the nodes' outcomes -------------------------------------------------------------------
 def failure(rank, code, *, node, at, collateral=False):
     return WorkerFailure(rank, code, 100 + rank, node=node, host=f"h{node}", at=at, collateral=collateral)

@@ -54,9 +54,18 @@ class Nodes:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
+    @property
+    def count(self) -> str:
+        """The node count as --nnodes says it: N, or MIN:MAX."""
+        return str(self.max_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}:{self.max_nodes}"
+
+    @property
+    def others(self) -> str:
+        """The nodes a generation waits for here: every other one, as each generation is a fresh rendezvous."""
+        return ", ".join(str(node) for node in range(self.max_nodes) if node != self.node_rank)
+
     def describe(self) -> str:
-        count = str(self.max_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}:{self.max_nodes}"
-        return f"node {self.node_rank} of {count}, rendezvous store at {self.endpoint}"
+        return f"node {self.node_rank} of {self.count}, rendezvous store at {self.endpoint}"
 
 
 def parse_nnodes(text: str) -> tuple[int, int]:

@@ -116,9 +116,8 @@ class ActionExecutors:
                       agent_pid=pid, agent_started_ahead=had)
         nodes = self.spec.nodes
         if nodes.multi:  # nothing else is said until every node joined, or --rdzv-timeout ends the wait
-            wanted = str(nodes.min_nodes) if nodes.min_nodes == nodes.max_nodes else f"{nodes.min_nodes}:{nodes.max_nodes}"
-            self.log.info(log_events.RENDEZVOUS_WAITING, generation=action.generation, nodes=wanted,
-                          timeout_s=nodes.rdzv_timeout)
+            self.log.info(log_events.RENDEZVOUS_WAITING, generation=action.generation, nodes=nodes.count,
+                          waiting_for=nodes.others, timeout_s=nodes.rdzv_timeout)
 
     def log_disk_problem(self) -> str | None:
         return logspace.problem(self.table.log_root, given=self.spec.log_dir is not None)

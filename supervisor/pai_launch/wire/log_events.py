@@ -82,7 +82,7 @@ RESUMING_FROM_SCRATCH = LogEvent("resuming_from_scratch", "reason")
 LOG_DIR_FULL = LogEvent("log_dir_full", "reason")
 
 # --- generations -----------------------------------------------------------------------------------
-RENDEZVOUS_WAITING = LogEvent("rendezvous_waiting", "generation nodes timeout_s")
+RENDEZVOUS_WAITING = LogEvent("rendezvous_waiting", "generation nodes waiting_for timeout_s")
 GENERATION_STARTED = LogEvent("generation_started", "generation nproc load_folder agent_pid agent_started_ahead")
 TRAINING_STARTED = LogEvent("training_started", "generation mode pid")  # --data-parallel: one long generation
 TRAINING_REACHED = LogEvent("training_reached", "generation after_s")
