@@ -18,7 +18,7 @@ def wait_listening(host: str, port: int, timeout: float) -> float:
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError(f"nothing accepted a connection at {host}:{port} in {timeout:g} s")
+            raise TimeoutError(f"nothing accepted a connection at {host}:{port}")
         try:
             socket.create_connection((host, port), timeout=min(1.0, left)).close()
             return max(1.0, deadline - time.monotonic())
