@@ -127,7 +127,9 @@ def test_an_agent_whose_import_torch_hangs_is_reported_and_a_stop_still_ends_eve
     hanging = tmp_path / "hanging-torch" / "torch"
     hanging.mkdir(parents=True)
     (hanging / "__init__.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
-    env = {"PYTHONPATH": str(hanging.parent), "PAI_LAUNCH_TEST_AGENT_SLOW_START": "1"}
+    # Ahead of the inherited path, not instead of it: the copy of pai_launch under test stays the one that runs.
+    env = {"PYTHONPATH": os.pathsep.join([str(hanging.parent), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "PAI_LAUNCH_TEST_AGENT_SLOW_START": "1"}
     launch = scene.start("--nproc", "1", env=env, script_args=["--generations", "1"])
     first = wait_event(launch, "agent_slow_start", 30)
     assert first["waited_s"] >= 1 and "import" in first["hint"] and "py-spy dump" in first["hint"]
