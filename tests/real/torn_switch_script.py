@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from perforatedai import globals_perforatedai as GPA
 from safetensors.torch import load_file
 
 from pai_launch import training as pt
+from tests.real.tiny_training import epoch, tiny_data, tracked_optimizer
 
 warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept a copy")
 parser = argparse.ArgumentParser()
@@ -48,11 +48,7 @@ if args.pai_load_folder is not None:
     pt.in_turn(run, lambda: None)  # the torn file is there before any rank looks
 model = pt.load_newest(run, model, args.pai_load_folder)
 
-GPA.pai_tracker.set_optimizer(torch.optim.SGD)
-GPA.pai_tracker.set_scheduler(torch.optim.lr_scheduler.StepLR)
-optimizer, _ = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), "lr": 0.05}, {"step_size": 10})
-if not run.init_run:
-    GPA.pai_tracker.initialize_tracker_settings()
+optimizer = tracked_optimizer(run, model)
 
 if real is not None:
     saved = load_file(f"PAI/{real}.pt")
@@ -67,19 +63,9 @@ if real is not None:
     pt.end_generation(run)
 
 ddp = pt.wrap_ddp(run, model)
-data = torch.Generator().manual_seed(1)
-x, y = torch.randn(64, 4, generator=data), torch.randint(0, 2, (64,), generator=data)
-for epoch in range(10):
-    optimizer.zero_grad()
-    if run.distributed:
-        pt.zero_missing_grads(ddp)
-    F.cross_entropy(ddp(x[run.rank::run.world]), y[run.rank::run.world]).backward()
-    if run.init_run:
-        pt.init_run_done(run)
-    optimizer.step()
-    with torch.no_grad():
-        score = F.cross_entropy(model(x), y).item()
-    model, restructured, complete = pt.add_validation_score(run, score, ddp)
+x, y = tiny_data()
+for _ in range(10):
+    model, restructured, complete = pt.add_validation_score(run, epoch(run, ddp, model, optimizer, x, y), ddp)
     if restructured or complete:
         pt.end_generation(run)
 raise SystemExit("no dendrite was added in 10 epochs")
