@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # A virtual environment with another torch and Python, for the tier that runs pai-launch on the torches and Pythons
 # it supports (tests/compat): scripts/torch_env.sh TORCH TORCHVISION PYTHON, e.g. scripts/torch_env.sh 2.4.1 0.19.1 3.10
+# (TORCHVISION "-": none, for a torch that has no torchvision release yet).
 #
 # It prints the environment's folder. The environment holds that torch, the torchvision made for it, perforatedai
 # and pai-launch's dependencies, at the versions in scripts/constraints/torch-TORCH-pyPYTHON.txt (written from the
 # first install when that file does not exist yet), and pai-launch itself, installed (not editable) from this checkout
 # on every call. Environments are kept by version under ${PAI_LAUNCH_CACHE:-~/.cache/pai-launch}/venvs, because
 # every torch but the project's own pin is a multi-GB CUDA build from the registry (it runs on the CPU too); one is
-# installed again only when its constraints or this script change.
+# installed again only when its constraints or this script change. The install names its torch exactly, so a pip
+# setting that caps torch (PIP_CONSTRAINT, a pip.conf constraint) is lifted for it alone.
 #
 # Exit codes: 0 ready; 3 that Python is not installed (the message says how to get it); 1 the install failed.
 set -euo pipefail
 
 if [ $# -ne 3 ]; then
-    echo "usage: scripts/torch_env.sh TORCH TORCHVISION PYTHON   (e.g. 2.4.1 0.19.1 3.10)" >&2
+    echo "usage: scripts/torch_env.sh TORCH TORCHVISION|- PYTHON   (e.g. 2.4.1 0.19.1 3.10)" >&2
     exit 2
 fi
 torch_version=$1 torchvision_version=$2 python_version=$3
@@ -53,9 +55,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "$python" -m venv "$venv"
     pins=()
     if [ -f "$constraints" ]; then pins=(-c "$constraints"); fi
+    vision=()
+    if [ "$torchvision_version" != "-" ]; then vision=("torchvision==$torchvision_version"); fi
     # torch, torchvision and perforatedai in one command, so pip cannot take another torch for torchvision.
-    "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}" \
-        "torch==$torch_version" "torchvision==$torchvision_version" perforatedai==3.2.9 \
+    PIP_CONSTRAINT=/dev/null "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}" \
+        "torch==$torch_version" "${vision[@]}" perforatedai==3.2.9 \
         psutil typer watchdog structlog prometheus_client \
         2> >(grep -v "^WARNING: Location" >&2)
     if [ ! -f "$constraints" ]; then
