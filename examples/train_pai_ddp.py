@@ -41,8 +41,9 @@ The recipe as published has races; the helpers fix them:
 
 For benchmarks, progress lines go to stdout, one JSON object each:
     PAI_EXAMPLE {"event": ..., "t": ..., "rank": ..., "pid": ..., "gen": ...}
-events: process_start, first_step (also the first step after an in-process
-restructure), epoch (+ "epoch", "score"), switched (a restructure's switch file
+events: process_start, cuda_ready (the process's first CUDA call returned: on a
+GPU only), first_step (also the first step after an in-process restructure;
+with the backend and, on NCCL, the class torch picked for it), epoch (+ "epoch", "score"), switched (a restructure's switch file
 is written), restructured (in-process), and the last one of the process:
 init_exit, restructure_exit or complete_exit.
 """
@@ -175,6 +176,9 @@ def main():
     run = pt.start(args.perforate_model_parallel)  # PAI (DDP): the process group, unless this is the init run
     device = run.device
     log = say if run.rank == 0 else (lambda line: None)
+    if device.type == "cuda":
+        torch.ones(1, device=device).sum().item()  # the first CUDA call: a context on this process's GPU
+        emit("cuda_ready")
 
     torch.manual_seed(args.seed)
     if not run.init_run:
@@ -229,7 +233,8 @@ def main():
                 leave("init_exit", pt.init_run_done, run)  # PAI: settings saved after one batch
             optimizer.step()
             if first_step:
-                emit("first_step", backend=torch.distributed.get_backend() if run.distributed else None)
+                emit("first_step", backend=torch.distributed.get_backend() if run.distributed else None,
+                     nccl_class=pt.nccl_class(run))
                 first_step = False
 
         score = evaluate(model.module, val_x, val_y, device)  # validation loss: lower is better

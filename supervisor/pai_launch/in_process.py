@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pai_launch import backends
 from pai_launch.savefmt import savedir
 from pai_launch.savefmt.atomic import write_atomically
 
@@ -91,7 +92,7 @@ def _device_of(run):
     import torch
     import torch.distributed as dist
 
-    return run.device if dist.get_backend() == "nccl" else torch.device("cpu")
+    return run.device if backends.uses_nccl(dist.get_backend()) else torch.device("cpu")
 
 
 def check_structure(run, net) -> None:
@@ -108,15 +109,17 @@ def check_structure(run, net) -> None:
 
 
 def checksums(net, device):
-    """Per parameter, its sum and its sum of squares in float64, as one tensor on `device`."""
+    """Per parameter, its sum and its sum of squares in float64, as one tensor on `device`. Each sum is moved there
+    before they are stacked: a restructured net may hold parameters on more than one device, and an empty one's
+    zero must not land on the CPU beside a GPU's sums."""
     import torch
 
     sums = []
     with torch.no_grad():
         for p in net.parameters():
-            sums.append(torch.sum(p, dtype=torch.float64))
-            sums.append(torch.sum(p.to(torch.float64) ** 2) if p.numel() else torch.zeros((), dtype=torch.float64))
-    return torch.stack(sums).to(device) if sums else torch.zeros(0, dtype=torch.float64, device=device)
+            squares = torch.sum(p.to(torch.float64) ** 2) if p.numel() else torch.zeros((), dtype=torch.float64)
+            sums += [torch.sum(p, dtype=torch.float64).to(device), squares.to(device)]
+    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.float64, device=device)
 
 
 def check_values(run, net) -> None:

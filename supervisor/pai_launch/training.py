@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from pai_launch import in_process
+from pai_launch import backends, in_process
 from pai_launch.savefmt import checkpoint, savedir
 from pai_launch.savefmt.atomic import write_atomically
 
@@ -63,7 +63,7 @@ def _upa():
 def start(init_run: bool, backend: str | None = None) -> Run:
     """The process's Run. `init_run` is the script's --perforate_model_parallel. Under torchrun or pai-launch
     (WORLD_SIZE set) and not in the init run, the process group is started: nccl on CUDA (the device taken
-    from LOCAL_RANK), gloo on CPU, or `backend`."""
+    from LOCAL_RANK, and bound to the group, which NCCL2 otherwise guesses), gloo on CPU, or `backend`."""
     import torch
 
     if init_run or "WORLD_SIZE" not in os.environ:
@@ -78,8 +78,20 @@ def start(init_run: bool, backend: str | None = None) -> Run:
     else:
         device = torch.device("cpu")
     if not dist.is_initialized():
-        dist.init_process_group(backend or ("nccl" if device.type == "cuda" else "gloo"))
+        name = backend or ("nccl" if device.type == "cuda" else "gloo")
+        bound = {"device_id": device} if device.type == "cuda" and backends.uses_nccl(name) else {}
+        dist.init_process_group(name, **bound)
     return Run(True, dist.get_rank(), dist.get_world_size(), local_rank, device, False)
+
+
+def nccl_class(run: Run) -> str | None:
+    """The class of NCCL backend the process group runs on (ProcessGroupNCCL, or ProcessGroupNCCL2 where torch
+    picked it for `nccl`), else None: what TORCH_DIST_USE_NCCL2 chose, for a log line or a check."""
+    if not run.distributed or run.device.type != "cuda":
+        return None
+    import torch.distributed as dist
+
+    return backends.group_kind(dist.group.WORLD)
 
 
 def configure_without_prompts(**settings: Any) -> None:
@@ -213,7 +225,7 @@ def add_validation_score(run: Run, score: float, model):
         import torch
         import torch.distributed as dist
 
-        on = run.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        on = run.device if backends.uses_nccl(dist.get_backend()) else torch.device("cpu")
         value = torch.tensor([float(score)], dtype=torch.float64, device=on)
         dist.broadcast(value, src=0)
         score = value.item()

@@ -179,3 +179,17 @@ def test_the_watcher_reports_a_record_written_atomically_and_not_its_temp_file(t
         watcher.stop()
     paths = {o.path for o in found if isinstance(o, RestructureRecorded)}
     assert paths == {str(records / "switch_2.json")}
+
+
+@pytest.mark.timeout(60)
+def test_checksums_land_on_the_collective_device_whatever_device_each_parameter_is_on():
+    """A restructured net on a GPU held an empty parameter: its zero was made on the CPU and stacking it beside the
+    GPU's sums failed every in-process restructure. Here the meta device stands in for the GPU."""
+    import torch
+
+    net = torch.nn.Module()
+    net.on_cpu = torch.nn.Parameter(torch.ones(3))
+    net.empty = torch.nn.Parameter(torch.zeros(0, device="meta"))
+    net.elsewhere = torch.nn.Parameter(torch.ones(2, device="meta"))
+    sums = in_process.checksums(net, torch.device("meta"))
+    assert sums.device.type == "meta" and tuple(sums.shape) == (6,)

@@ -33,8 +33,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "entry": {"cli", "core", "supervise"},
     "__main__": {"entry"},
     "torchrun": {"entry"},
-    "training": {"savefmt", "in_process"},
-    "in_process": {"savefmt"},
+    "training": {"savefmt", "in_process", "backends"},
+    "in_process": {"savefmt", "backends"},
+    "backends": set(),
     "__init__": set(),
 }
 
@@ -49,6 +50,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "envreport": {"torch"},
     "training": {"torch", "perforatedai"},
     "in_process": {"torch"},
+    "backends": {"torch"},
 }
 
 #: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`).

@@ -120,10 +120,11 @@ def test_importing_the_helpers_pulls_in_nothing_of_the_supervisor(tmp_path):
     assert {m.split(".")[0] for m in modules} & heavy == set()
     ours = {m for m in modules if m.split(".")[0] == "pai_launch"}
     # the save format is the one part it shares with the launcher (stdlib only), with the error class its refusals
-    # derive from, and its own in-process re-wrap; nothing else of pai_launch
+    # derive from, its own in-process re-wrap and the names of NCCL's backends; nothing else of pai_launch
     assert {"pai_launch.training", "pai_launch.savefmt.checkpoint"} <= ours
     assert {m for m in ours if not m.startswith("pai_launch.savefmt")} == {
-        "pai_launch", "pai_launch.training", "pai_launch.in_process", "pai_launch.wire", "pai_launch.wire.errors"}
+        "pai_launch", "pai_launch.training", "pai_launch.in_process", "pai_launch.backends", "pai_launch.wire",
+        "pai_launch.wire.errors"}
 
 
 class _Recorder:

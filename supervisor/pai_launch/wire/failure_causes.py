@@ -75,6 +75,13 @@ _NCCL_SETUP = KnownCause(
     "NCCL failed (a GPU in a bad state, a network error, or a peer that exited)",
     "retried; if it repeats, run with NCCL_DEBUG=INFO and check the GPUs (nvidia-smi) and the network between nodes",
     in_script=False, transient=True)
+_COLLECTIVE_TIMEOUT = KnownCause(
+    "nccl-collective-timeout",
+    "a collective did not finish within the process group's timeout and NCCL's watchdog aborted the rank "
+    "(SIGABRT: no finally ran and nothing was saved)",
+    "retried; if it repeats, find the rank that stopped calling collectives (one that took another branch, or hung: "
+    "--stall-timeout dumps every rank's stack), raise init_process_group(timeout=...) if a step is only slow, and on "
+    "torch 2.15 try TORCH_DIST_USE_NCCL2=0 (the older NCCL backend)", in_script=False, transient=True)
 _OUT_OF_MEMORY = KnownCause(
     "cuda-out-of-memory",
     "the GPU ran out of memory (at start-up: often another process still holds it)",
@@ -111,8 +118,12 @@ _MISMATCH = re.compile(r"Received data size doesn't match expected size|size mis
 _GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes")
 _GROUP_TIMEOUT_TEXT = re.compile(r"Timed out initializing process group|DistStoreError: Timed out|wait timeout after"
                                  r"|Socket Timeout|DistNetworkError")
-_NCCL_TEXT = re.compile(r"NCCL error in|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError"
-                        r"|Watchdog caught collective operation timeout")
+_NCCL_TEXT = re.compile(r"NCCL error in|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclRemoteError")
+#: NCCL's watchdog on a collective past its timeout (legacy ProcessGroupNCCL and NCCL2 alike), or its report of the
+#: ranks that never joined.
+_COLLECTIVE_TIMEOUT_TEXT = re.compile(r"Watchdog caught collective operation timeout|milliseconds before timing out"
+                                      r"|Timeout at collective|lagging ranks that caused this timeout"
+                                      r"|NCCL operation timed out")
 _OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError")
 #: A worker's stdout lines worth reading beside its stderr: PerforatedAI prints its complaint there before pdb.
 _STDOUT_TELLS = re.compile(r"Need to call \.module|^\(Pdb\)|^> .*\(\d+\)\S*\(\)$|^-> ")
@@ -177,6 +188,8 @@ def known_cause(tail: str) -> KnownCause | None:
         return _OUT_OF_MEMORY
     if _GROUP_TIMEOUT_TEXT.search(tail):
         return _GROUP_TIMEOUT
+    if _COLLECTIVE_TIMEOUT_TEXT.search(tail):
+        return _COLLECTIVE_TIMEOUT
     if _NCCL_TEXT.search(tail):
         return _NCCL_SETUP
     if failure_phase.unloadable_line(tail):
