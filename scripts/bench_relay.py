@@ -104,10 +104,10 @@ def _relay_per_line(root: Path, done: Path, sink: _Counting, bounded: bool) -> d
                 handle.seek(offsets.get(path, 0))
                 data = handle.read()
             offsets[path] = offsets.get(path, 0) + len(data)
-            label = f"[rank{path.parent.name}]".encode()
+            head = f"[rank{path.parent.name}]: ".encode()
             lines = data.split(b"\n")
             lines.pop()  # the writers end every line
-            sink.write(b"".join(prefixed(label, line) + b"\n" for line in lines))
+            sink.write(b"".join(prefixed(head, line) + b"\n" for line in lines))
         if finished:
             return {"skipped_bytes": 0, "skipped_lines": 0, "after_writers_s": time.monotonic() - finished_at}
         time.sleep(0.05)

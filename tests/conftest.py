@@ -42,9 +42,10 @@ FOLDER_MARKS = {
 #: Audit events that start a process (os.exec* included: a test that replaces itself is not pure either).
 SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.system",
                           "os.exec", "pty.spawn"})
-#: Programs a library runs once per machine to build a cache (matplotlib's font list): the first test to import it
-#: would be blamed for a process it did not start.
-CACHE_BUILDERS = frozenset({"fc-list"})
+#: Programs a library runs once per machine to build a cache (matplotlib's font list), or once per process as it is
+#: imported (ctypes.util.find_library's `ldconfig -p`, which a CUDA build of torch runs on import): the first test to
+#: import it would be blamed for a process it did not start.
+CACHE_BUILDERS = frozenset({"fc-list", "ldconfig"})
 _spawned: list[str] = []
 
 

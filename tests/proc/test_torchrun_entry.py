@@ -3,6 +3,7 @@ torchrun command line, unchanged, planned and run."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,24 @@ def test_as_torchrun_a_script_named_like_a_tool_is_run_and_one_worker_is_the_def
     launch, rc = scene.run(entry=AS_MODULE, script="status", json_logs=False, env=env, instrument=False, timeout=30)
     assert rc == 0, launch.stderr
     assert "generation 1 (1 workers" in launch.stdout and f"command: {PYTHON} -u status\n" in launch.stdout
+
+
+def test_torchruns_log_line_prefix_template_starts_every_relayed_line_of_each_rank(scene):
+    template = "[${role_name}:${rank}/${local_rank}@${hostname}] "
+    launch, rc = scene.run("--nproc_per_node", "2", "--log-line-prefix-template", template, entry=AS_MODULE,
+                           json_logs=False, env={"PAI_LAUNCH_LOG_FORMAT": "json"}, script_args=["--generations", "1"])
+    assert rc == 0, launch.log_summary()
+    host = socket.gethostname()
+    lines = launch.stdout.splitlines()
+    for rank in (0, 1):
+        assert any(line.startswith(f"[default:{rank}/{rank}@{host}] rank {rank} generation 1 ") for line in lines), lines
+        assert not any(line.startswith(f"[rank{rank}]: ") for line in lines), lines
+
+
+def test_an_unknown_macro_in_the_template_is_one_line_and_exit_2_with_nothing_started(scene):
+    launch, rc = scene.run("--nproc_per_node", "2", "--log_line_prefix_template", "${rnk}: ", entry=AS_MODULE,
+                           json_logs=False, instrument=False, timeout=30)
+    assert rc == 2, launch.stderr
+    assert launch.stderr.strip().startswith("pai-launch: error: --log-line-prefix-template '${rnk}: ': ${rnk} is not "
+                                            "one of its macros") and "\n" not in launch.stderr.strip()
+    assert scene.work_listing() == [] and scene.tmp_listing() == []

@@ -183,19 +183,37 @@ def test_in_a_multi_node_job_torchs_prefix_for_the_same_rank_gives_way_to_the_la
     logs.append(1, "stderr", b"[rank5]: Traceback (most recent call last):\n[rank5 node1]: printed by the script\n"
                              b"[rank4]: another rank\nplain\n")
 
-    LogRelay(str(logs.root), sinks=logs.sinks, label=lambda local_rank: f"[rank{4 + local_rank} node1]").stop()
+    LogRelay(str(logs.root), sinks=logs.sinks, head=lambda local_rank: f"[rank{4 + local_rank} node1]: ").stop()
 
     assert logs.out("stderr") == (b"[rank5 node1]: Traceback (most recent call last):\n[rank5 node1]: printed by the script\n"
                                   b"[rank5 node1]: [rank4]: another rank\n[rank5 node1]: plain\n")
 
 
 def test_prefixed_labels_a_line_once():
-    assert prefixed(b"[rank2]", b"hello") == b"[rank2]: hello"
-    assert prefixed(b"[rank2]", b"[rank2]: hello") == b"[rank2]: hello"
-    assert prefixed(b"[rank2]", b"[rank2]:hello") == b"[rank2]: [rank2]:hello"
-    assert prefixed(b"[rank2]", b"") == b"[rank2]: "
-    assert prefixed(b"[local rank 2 node1]", b"[rank2]: x") == b"[local rank 2 node1]: [rank2]: x"
+    assert prefixed(b"[rank2]: ", b"hello") == b"[rank2]: hello"
+    assert prefixed(b"[rank2]: ", b"[rank2]: hello") == b"[rank2]: hello"
+    assert prefixed(b"[rank2]: ", b"[rank2]:hello") == b"[rank2]: [rank2]:hello"
+    assert prefixed(b"[rank2]: ", b"") == b"[rank2]: "
+    assert prefixed(b"[local rank 2 node1]: ", b"[rank2]: x") == b"[local rank 2 node1]: [rank2]: x"
+    assert prefixed(b"[local rank 2 node1]: ", b"[local rank 2 node1]: x") == b"[local rank 2 node1]: x"
 
+
+
+def test_a_head_that_is_no_label_goes_before_every_line_as_it_is():
+    """A rendered --log-line-prefix-template: torch's console copy puts it before each line, nothing taken away."""
+    assert prefixed(b"0", b"0.5 loss") == b"00.5 loss"
+    assert prefixed(b"R1|", b"[rank1]: x") == b"R1|[rank1]: x"
+    assert b"".join(label_lines(b"R1|", b"R1|a\n[rank1]: b\n\n")) == b"R1|R1|a\nR1|[rank1]: b\nR1|\n"
+    assert b"".join(label_lines(b"", b"a\nb\n")) == b"a\nb\n"
+
+
+def test_the_relay_starts_each_ranks_lines_with_its_head(logs):
+    logs.append(0, "stdout", b"a\n")
+    logs.append(1, "stderr", b"b\n[rank1]: c\n")
+
+    LogRelay(str(logs.root), sinks=logs.sinks, head=lambda local_rank: f"<{local_rank}> ").stop()
+
+    assert (logs.out(), logs.out("stderr")) == (b"<0> a\n", b"<1> b\n<1> [rank1]: c\n")
 
 # --- bounded chunks, fast labelling, skipping with a note ------------------------------------------------------
 MIXED = (b"plain\n[rank0]: torch's prefix\n\n[rank0]x not one\n[rank1]: another rank\n[rank0]: \nlast\n")
@@ -203,11 +221,11 @@ MIXED = (b"plain\n[rank0]: torch's prefix\n\n[rank0]x not one\n[rank1]: another 
 
 @pytest.mark.parametrize("data", [b"a\nb\n", b"\n\n", b"one line\n", MIXED, b"[rank0]: first\nsecond\n"])
 def test_label_lines_labels_a_chunk_as_prefixed_labels_each_line(data):
-    expected = b"".join(prefixed(b"[rank0]", line) + b"\n" for line in data[:-1].split(b"\n"))
+    expected = b"".join(prefixed(b"[rank0]: ", line) + b"\n" for line in data[:-1].split(b"\n"))
 
-    assert b"".join(label_lines(b"[rank0]", data)) == expected
-    assert b"".join(label_lines(b"[rank0 node2]", data)) == b"".join(prefixed(b"[rank0 node2]", line) + b"\n"
-                                                            for line in data[:-1].split(b"\n"))
+    assert b"".join(label_lines(b"[rank0]: ", data)) == expected
+    assert b"".join(label_lines(b"[rank0 node2]: ", data)) == b"".join(prefixed(b"[rank0 node2]: ", line) + b"\n"
+                                                              for line in data[:-1].split(b"\n"))
 
 
 def test_split_lines_holds_back_the_unterminated_rest_and_gives_out_a_line_that_is_too_long():

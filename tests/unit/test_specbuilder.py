@@ -10,7 +10,7 @@ from pai_launch.cli.specbuilder import CommandLine, Host, build
 from pai_launch.core.spec import SHARED_FS_SETTLE, PreflightError, policy_for
 
 #: The launch command's parameters that are not options.
-NOT_OPTIONS = ("ctx", "version")
+NOT_OPTIONS = ("ctx", "print_completion", "version")
 SLURM_JOB = {"SLURM_JOB_ID": "77", "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "n1"}
 
 

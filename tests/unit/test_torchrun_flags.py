@@ -9,10 +9,12 @@ import pytest
 import typer
 
 from pai_launch import entry
+from pai_launch.cli import completion, specbuilder
 from pai_launch.cli import launch as cli
-from pai_launch.cli import specbuilder
 from pai_launch.cli.torchrun_flags import from_env, rewrite, translate
 from pai_launch.cli.torchrun_table import POSITIONAL, TORCHRUN, TorchrunFlagError
+from pai_launch.core import exitcodes
+from pai_launch.supervise import plan
 from pai_launch.wire import log_events
 from tests.unit.test_cli import launched, run  # noqa: F401 - the launch command with its run faked
 
@@ -267,3 +269,94 @@ def test_as_torchrun_one_worker_is_the_default_below_the_environment_and_the_com
                                              ("/venv/bin/pai-launch", False), ("torchrun.py", False)])
 def test_the_command_is_torchrun_by_its_own_name(argv0, expected):
     assert entry.invoked_as_torchrun(argv0) is expected
+
+
+# --- torch 2.14's options: the line prefix template and shell completion -------------------------------------------
+def test_the_template_is_pai_launchs_own_option_and_print_completion_an_action_never_read_from_the_environment():
+    assert TORCHRUN["log_line_prefix_template"].same == "log_line_prefix_template"
+    assert TORCHRUN["log_line_prefix_template"].env
+    assert (TORCHRUN["print_completion"].same, TORCHRUN["print_completion"].env) == ("print_completion", False)
+    assert {"--log-line-prefix-template", "--log_line_prefix_template"} <= set(OWN.valued)
+    assert {"--print-completion", "--print_completion"} <= set(OWN.valued)
+    assert from_env({"PET_PRINT_COMPLETION": "bash"}).options == {}
+    read = from_env({"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank}| "})
+    assert (read.options, read.sources) == ({"log_line_prefix_template": "${rank}| "},
+                                            {"log_line_prefix_template": "PET_LOG_LINE_PREFIX_TEMPLATE"})
+
+
+def test_the_template_parses_through_pai_launch_torchrun_and_reaches_each_generation(launched):
+    argv = ["--nproc_per_node", "2", "--log-line-prefix-template", "[R${rank}]", "train.py", "--lr", "1"]
+    assert cli.run_command_line(argv, queue.SimpleQueue(), as_torchrun=True) == 0
+    spec = launched["spec"]
+    assert (spec.line_prefix_template, spec.nproc, spec.script_args) == ("[R${rank}]", 2, ("--lr", "1"))
+    assert plan.generation_request(spec, "RID", 1, None, {}, "/logs").line_prefix_template == "[R${rank}]"
+    assert cli.run_command_line(["--log_line_prefix_template=${hostname}: ", "train.py"], queue.SimpleQueue(),
+                                as_torchrun=True) == 0
+    assert launched["spec"].line_prefix_template == "${hostname}: "
+
+
+@pytest.mark.parametrize("given, env, expected", [
+    ([], {}, None),
+    ([], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "T${rank} "}, "T${rank} "),
+    ([], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "T ", "PET_LOG_LINE_PREFIX_TEMPLATE": "P "}, "P "),
+    ([], {"PET_LOG_LINE_PREFIX_TEMPLATE": "P ", "PAI_LAUNCH_LOG_LINE_PREFIX_TEMPLATE": "A "}, "A "),
+    (["--log-line-prefix-template", "F "], {"PAI_LAUNCH_LOG_LINE_PREFIX_TEMPLATE": "A ",
+                                            "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "T "}, "F "),
+    (["--log-line-prefix-template", ""], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "T "}, "T "),  # as torch's `or`
+])
+def test_the_template_is_taken_as_torch_takes_it_the_flag_over_pet_over_torchelastic(launched, monkeypatch, given,
+                                                                                      env, expected):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.run_command_line([*given, "train.py"], queue.SimpleQueue(), as_torchrun=True) == 0
+    assert launched["spec"].line_prefix_template == expected
+
+
+@pytest.mark.parametrize("argv, env, message", [
+    (["--log-line-prefix-template", "[${rnk}] "], {},
+     "pai-launch: error: --log-line-prefix-template '[${rnk}] ': ${rnk} is not one of its macros (${role_name}, "
+     "${rank}, ${local_rank}, ${hostname})"),
+    ([], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank"}, "pai-launch: error: --log-line-prefix-template '${rank': the ${ "
+                                                    "at character 1 opens no macro"),
+    ([], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "$host "}, "pai-launch: error: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE "
+                                                             "'$host ': $host is not one of its macros"),
+    (["--data-parallel", "--log-line-prefix-template", "${rank}"], {},
+     "pai-launch: error: --log-line-prefix-template has no effect with --data-parallel"),
+])
+def test_a_template_that_cannot_be_rendered_is_one_line_and_exit_2_with_nothing_started(launched, capsys, monkeypatch,
+                                                                                        argv, env, message):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.run_command_line([*argv, "train.py"], queue.SimpleQueue(), as_torchrun=True) == exitcodes.USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(message) and "\n" not in err
+    assert "spec" not in launched
+
+
+@pytest.mark.parametrize("argv, prog", [(["--print-completion", "bash"], "pai-launch"),
+                                        (["--print_completion", "zsh", "train.py"], "torchrun")])
+def test_print_completion_prints_the_commands_own_script_and_starts_nothing(launched, capsys, argv, prog):
+    assert cli.run_command_line(argv, queue.SimpleQueue(), as_torchrun=prog == "torchrun") == 0
+    out = capsys.readouterr().out
+    assert completion.complete_var(prog) in out and prog in out
+    assert "spec" not in launched
+
+
+def test_print_completion_for_tcsh_is_refused_in_one_line_naming_the_shells_there_are(launched, capsys):
+    assert cli.run_command_line(["--print-completion", "tcsh"], queue.SimpleQueue(), as_torchrun=True) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pai-launch: error: ") and "'tcsh' is not supported" in err and "bash, zsh and fish" in err
+    assert "\n" not in err and "spec" not in launched
+
+
+def test_the_command_answers_the_shell_that_its_script_asks(launched, capsys, monkeypatch):
+    """What the bash script runs on TAB: the command, with the words typed so far, lists what completes them."""
+    assert "_PAI_LAUNCH_COMPLETE=complete_bash" in completion.script("pai-launch", "bash")
+    monkeypatch.setenv("_PAI_LAUNCH_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", "pai-launch --log-line")
+    monkeypatch.setenv("COMP_CWORD", "1")
+    with pytest.raises(SystemExit) as ended:
+        cli.run_command_line([], queue.SimpleQueue())
+    assert ended.value.code == 0
+    assert capsys.readouterr().out.split() == ["--log-line-prefix-template"]
+    assert "spec" not in launched

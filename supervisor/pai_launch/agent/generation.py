@@ -26,6 +26,7 @@ from typing import Any
 
 from pai_launch.agent import launchconfig, multinode, torchcompat, workerenv
 from pai_launch.agent.control import Abandoned, AgentControl
+from pai_launch.agent.rankheads import RankHeads
 from pai_launch.agent.relay import LogRelay
 from pai_launch.agent.workers import WorkerExit, WorkerWatch
 from pai_launch.linux import procs
@@ -89,23 +90,6 @@ def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple
                  for rank, f in ordered)
 
 
-class _RankLabels:
-    """The prefix of a worker's relayed lines: `[rank3]`, and in a multi-node job `[rank3 node1]` (global rank: torch
-    numbers ranks node by node, so it is the group's first rank plus the local rank)."""
-
-    def __init__(self, request: GenerationRequest) -> None:
-        self.nproc = request.nproc
-        self.node = None if request.nodes is None else request.nodes.node_rank
-        self.watch: WorkerWatch | None = None
-
-    def __call__(self, local_rank: int) -> str:
-        if self.node is None:
-            return f"[rank{local_rank}]"
-        group = self.watch.group if self.watch is not None else None
-        rank = f"rank{group[0] * self.nproc + local_rank}" if group is not None else f"local rank {local_rank}"
-        return f"[{rank} node{self.node}]"
-
-
 class _Conclusion:
     """The generation's one result, whoever gets there first: the worker watch, a peer's verdict or torch. It goes out
     after the relay's last lines, whose final drain is bounded (relay.Limits.final_drain): however much the ranks
@@ -143,8 +127,8 @@ def run_generation(request: GenerationRequest, out, control: AgentControl, pool=
         return
     if request.no_python:
         pool = None  # a program that is not Python cannot be a fork of the preloaded interpreter
-    labels = _RankLabels(request)
-    conclusion = _Conclusion(out, LogRelay(request.log_dir, label=labels, muted=request.muted).start())
+    heads = RankHeads(request)
+    conclusion = _Conclusion(out, LogRelay(request.log_dir, head=heads, muted=request.muted).start())
     launch = _prepare(request, out.joined, control, warm=pool is not None)
     if isinstance(launch, GenerationResult):
         conclusion.send(lambda: launch)
@@ -153,7 +137,7 @@ def run_generation(request: GenerationRequest, out, control: AgentControl, pool=
     if control.cancelled(request.generation):  # the last moment before torch starts workers
         conclusion.send(lambda: GenerationResult(launch.generation, log_dir=request.log_dir, cancelled=True))
         return
-    watch = _start_watch(request, launch, conclude, labels, pool)
+    watch = _start_watch(request, launch, conclude, heads, pool)
     returned = threading.Event()
     threading.Thread(target=_bound_torch, args=(conclusion, returned, out), name="torch-bound", daemon=True).start()
     env = workerenv.changes(request, launch.generation, warm=pool is not None,
@@ -199,11 +183,11 @@ def _records(request: GenerationRequest) -> str:
     return os.path.join(request.log_dir, "workers")
 
 
-def _start_watch(request: GenerationRequest, launch: _Launch, conclude, labels: _RankLabels, pool) -> WorkerWatch:
+def _start_watch(request: GenerationRequest, launch: _Launch, conclude, heads: RankHeads, pool) -> WorkerWatch:
     """The watch that concludes once every worker has exited; in a multi-node job, the peers' monitor beside it."""
     sources = {} if pool is None else {"parent": pool.server_pid, "records": _records(request), "exits": pool.exits}
     watch = WorkerWatch(request.nproc, lambda exits: conclude(failures_from_exits(exits, request.log_dir)), **sources)
-    labels.watch = watch
+    heads.watch = watch
     if launch.node is not None:
         launch.node.abort = lambda: conclude((), None)
         launch.node.start_monitor(watch)

@@ -11,8 +11,11 @@ drain, which the generation's result waits for, is bounded in time the same way:
 `Limits.final_drain` seconds is skipped, keeping each rank's last lines. The failure log tail reads torch's files
 themselves, so it always shows the true last lines.
 
-A line gets one rank prefix: torch's own exception hook already starts a worker's traceback lines with
-`[rankN]: ` (and a script may print the same), so such a line is not labelled twice (`prefixed`).
+Each line starts with its rank's head: pai-launch's label and ": " (`[rank3]: `), or torchrun's
+--log-line-prefix-template rendered for the rank (wire.lineprefix), as exactly as torch's own console copy has it.
+A line gets one rank label: torch's own exception hook already starts a worker's traceback lines with `[rankN]: `
+(and a script may print the same), so under a head of that form such a line is not labelled twice (`prefixed`);
+any other head is put before every line as it is.
 """
 
 from __future__ import annotations
@@ -48,38 +51,47 @@ class Limits:
     final_drain: float = 1.5
 
 
-def prefixed(label: bytes, line: bytes) -> bytes:
-    """`line` under the rank's `label` (`[rank3]`, `[rank3 node1]`), once: a line that already starts with that label,
-    or with torch's `[rank3]: ` for the same rank, is not labelled again (torch's shorter prefix gives way to the
-    label, which names the node); another rank's prefix is part of the line."""
-    if line.startswith(label + b": "):
+def prefixed(head: bytes, line: bytes) -> bytes:
+    """`line` under the rank's `head` (`[rank3]: `, `[rank3 node1]: `, a rendered template). Under a label's head
+    (`[...]: `), once: a line that already starts with the head, or with torch's `[rank3]: ` for the same rank, is not
+    labelled again (torch's shorter prefix gives way to the label, which names the node); another rank's prefix is
+    part of the line. Any other head goes before every line."""
+    if not _is_label(head):
+        return head + line
+    if line.startswith(head):
         return line
-    own = _torch_prefix(label)
+    own = _torch_prefix(head)
     if own is not None and line.startswith(own):
         line = line[len(own):]
-    return label + b": " + line
+    return head + line
 
 
-def _torch_prefix(label: bytes) -> bytes | None:
-    """torch's `[rankN]: ` for the rank `label` names, None when the label names no global rank."""
-    rank = label[1:].split(b" ", 1)[0].rstrip(b"]")
-    if rank.startswith(b"rank") and rank[4:].isdigit():
+def _is_label(head: bytes) -> bool:
+    return head.startswith(b"[") and head.endswith(b"]: ")
+
+
+def _torch_prefix(head: bytes) -> bytes | None:
+    """torch's `[rankN]: ` for the rank a label's head (`[rankN]: `, `[rankN node1]: `) names; None for a head
+    that names no global rank that way."""
+    if not _is_label(head):
+        return None
+    rank = head[1:-3].split(b" ", 1)[0]
+    if rank.startswith(b"rank") and rank[4:].isascii() and rank[4:].isdigit():
         return b"[" + rank + b"]: "
     return None
 
 
-def label_lines(label: bytes, data: bytes) -> list[bytes | memoryview]:
-    """Complete lines `data` (ending in b"\\n") each under `label`, as pieces to write in turn: one replace for the
-    whole chunk (no copy beyond it), line by line only where a line may already carry a rank prefix."""
+def label_lines(head: bytes, data: bytes) -> list[bytes | memoryview]:
+    """Complete lines `data` (ending in b"\\n") each under `head`, as pieces to write in turn: one replace for the
+    whole chunk (no copy beyond it), line by line only where a line may already carry a rank label."""
     if not data:
         return []
-    head = label + b": "
-    own = _torch_prefix(label)
-    # Where a line may start with the label or torch's prefix: both begin with this.
-    mark = os.path.commonprefix([head, own]) if own is not None else head
-    if data.startswith(mark) or (b"\n" + mark) in data:
-        return [b"".join(prefixed(label, line) + b"\n" for line in data[:-1].split(b"\n"))]
-    replaced = data.replace(b"\n", b"\n" + head)  # each line's end and the next one's label; the last label goes
+    if _is_label(head):
+        own = _torch_prefix(head)
+        mark = os.path.commonprefix([head, own]) if own is not None else head  # what both begin with
+        if data.startswith(mark) or (b"\n" + mark) in data:
+            return [b"".join(prefixed(head, line) + b"\n" for line in data[:-1].split(b"\n"))]
+    replaced = data.replace(b"\n", b"\n" + head)  # each line's end and the next one's head; the last head goes
     return [head, memoryview(replaced)[:len(replaced) - len(head)]]
 
 
@@ -98,17 +110,17 @@ def split_lines(partial: bytes, data: bytes, long_line: int) -> tuple[bytes, byt
     return partial + data[:end + 1], rest
 
 
-def skipped_note(label: bytes, stream: str, skipped_bytes: int, skipped_lines: int) -> bytes:
+def skipped_note(head: bytes, stream: str, skipped_bytes: int, skipped_lines: int) -> bytes:
     """The one line that says what a rank's relayed stream leaves out."""
-    return (label + b": " + f"pai-launch: skipped {skipped_bytes} bytes ({skipped_lines} lines) of this rank's "
+    return (head + f"pai-launch: skipped {skipped_bytes} bytes ({skipped_lines} lines) of this rank's "
             f"{stream} to keep up (all of it is in its log file); the lines below are its newest".encode() + b"\n")
 
 
 class _Tailed:
     """One rank's log file as far as it was relayed."""
 
-    def __init__(self, path: str, stream: str, label: bytes) -> None:
-        self.path, self.stream, self.label = path, stream, label
+    def __init__(self, path: str, stream: str, head: bytes) -> None:
+        self.path, self.stream, self.head = path, stream, head
         self.fd: int | None = None
         self.offset = 0
         self.partial = b""
@@ -134,11 +146,12 @@ class _Tailed:
 
 class LogRelay:
     def __init__(self, log_dir: str, sinks: dict[str, BinaryIO] | None = None,
-                 label: Callable[[int], str] = lambda local_rank: f"[rank{local_rank}]", limits: Limits = Limits(),
+                 head: Callable[[int], str] = lambda local_rank: f"[rank{local_rank}]: ", limits: Limits = Limits(),
                  muted: tuple[tuple[int, str], ...] = ()) -> None:
-        """`sinks` maps "stdout"/"stderr" to where that stream's lines go (default: this process's own); `label` names
-        a local rank in the prefix; `muted` (local rank, stream) pairs are left in their files, never relayed."""
-        self._label = label
+        """`sinks` maps "stdout"/"stderr" to where that stream's lines go (default: this process's own); `head` is
+        what starts each line of a local rank; `muted` (local rank, stream) pairs are left in their files, never
+        relayed."""
+        self._head = head
         self._muted = frozenset(muted)
         self._pattern = os.path.join(log_dir, "**", "attempt_*", "*", "std*.log")
         self._sinks = sinks
@@ -185,7 +198,7 @@ class LogRelay:
                 continue
             if (int(local_rank), _STREAMS[name]) in self._muted:
                 continue
-            self._files[path] = _Tailed(path, _STREAMS[name], self._label(int(local_rank)).encode())
+            self._files[path] = _Tailed(path, _STREAMS[name], self._head(int(local_rank)).encode())
         return list(self._files.values())
 
     def _sink(self, stream: str) -> BinaryIO:
@@ -206,13 +219,13 @@ class LogRelay:
                     break
                 budget -= len(data)
                 lines, tailed.partial = split_lines(tailed.partial, data, limits.long_line)
-                self._write(tailed.stream, *label_lines(tailed.label, lines))
+                self._write(tailed.stream, *label_lines(tailed.head, lines))
                 if time.monotonic() >= deadline:
                     break
         except OSError:
             return False
         if final and tailed.offset >= size and tailed.partial:
-            self._write(tailed.stream, *label_lines(tailed.label, tailed.partial + b"\n"))
+            self._write(tailed.stream, *label_lines(tailed.head, tailed.partial + b"\n"))
             tailed.partial = b""
         return tailed.offset < size
 
@@ -240,7 +253,7 @@ class LogRelay:
         tailed.partial = b""
         tailed.skipped_bytes += skipped_bytes
         tailed.skipped_lines += skipped_lines
-        self._write(tailed.stream, skipped_note(tailed.label, tailed.stream, skipped_bytes, skipped_lines))
+        self._write(tailed.stream, skipped_note(tailed.head, tailed.stream, skipped_bytes, skipped_lines))
 
     def _write(self, stream: str, *pieces: bytes | memoryview) -> None:
         if not pieces:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from pai_launch import __version__
-from pai_launch.cli import specbuilder
+from pai_launch.cli import completion, specbuilder
 
 
 def _version(value: bool) -> None:
@@ -82,6 +82,12 @@ LocalRanksFilter = Annotated[str, _option(
     "--local-ranks-filter", "--local_ranks_filter", env="LOCAL_RANKS_FILTER",
     help="Show only these local ranks' output on the console, e.g. 0 or 0,1 (their files keep everything). "
          "Default: every rank.")]
+
+LogLinePrefixTemplate = Annotated[Optional[str], _option(
+    "--log-line-prefix-template", "--log_line_prefix_template", env="LOG_LINE_PREFIX_TEMPLATE", show_default=False,
+    help="What starts each relayed line of a rank, as torchrun's template: ${rank}, ${local_rank}, ${role_name} and "
+         "${hostname} become the worker's, $$ is a literal $ (e.g. '[${hostname}:${rank}] '). "
+         "Default: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else [rankN]: ([rankN nodeR]: on several machines).")]
 
 Poll = Annotated[bool, _option("--poll", env="POLL", help="Watch the save folder by polling (network file systems).")]
 
@@ -200,6 +206,10 @@ MetricsHost = Annotated[str, _option(
 Fresh = Annotated[bool, _option(
     "--fresh", env=None,
     help="Move an existing save folder aside (renamed with a timestamp) and start over. Command line only.")]
+
+PrintCompletion = Annotated[Optional[str], typer.Option(
+    "--print-completion", "--print_completion", callback=completion.print_script, is_eager=True, show_default=False,
+    metavar="[bash|zsh|fish]", help="Print the shell completion script of this command and exit (tcsh is not supported).")]
 
 Version = Annotated[
     bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
     from click.core import ParameterSource
     from click.exceptions import UsageError
 
-from pai_launch.cli import declared, specbuilder, torchrun_flags
+from pai_launch.cli import completion, declared, specbuilder, torchrun_flags
 from pai_launch.cli.preflight import preflight
 from pai_launch.core import exitcodes, nodes
 from pai_launch.linux import procs
@@ -66,6 +66,7 @@ def launch(
     redirects: declared.Redirects = "0",
     tee: declared.Tee = "0",
     local_ranks_filter: declared.LocalRanksFilter = "",
+    log_line_prefix_template: declared.LogLinePrefixTemplate = None,
     poll: declared.Poll = False,
     reinit: declared.Reinit = False,
     data_parallel: declared.DataParallel = False,
@@ -94,6 +95,7 @@ def launch(
     metrics_port: declared.MetricsPort = None,
     metrics_host: declared.MetricsHost = "127.0.0.1",
     fresh: declared.Fresh = False,
+    print_completion: declared.PrintCompletion = None,
     version: declared.Version = False,
 ) -> int:
     """Run PerforatedAI DistributedDataParallel training to completion: the init run, then one generation of
@@ -180,6 +182,7 @@ def run_command_line(argv: list[str], inbox: queue.SimpleQueue, *, as_torchrun: 
     options that pai-launch does not declare are read first (cli.torchrun_flags); `as_torchrun` (the command's name is
     torchrun) gives torchrun's own defaults, below the command line and the environment."""
     command = typer.main.get_command(app)
+    completion.register_shells()  # a shell asking for completions (_PAI_LAUNCH_COMPLETE) is answered in command.main
     try:
         rewritten = torchrun_flags.rewrite(argv, own_options(command), os.environ)
         pet = torchrun_flags.from_env(os.environ)

@@ -27,7 +27,7 @@ from pai_launch.core.spec import (
     default_fs_settle,
 )
 from pai_launch.linux import capacity
-from pai_launch.wire import log_events
+from pai_launch.wire import lineprefix, log_events
 
 #: --nproc's words, as torchrun's --nproc-per-node takes them: every visible GPU; the GPUs, else every CPU; every CPU.
 NPROC_WORDS = ("gpu", "auto", "cpu")
@@ -55,6 +55,7 @@ class CommandLine:
     redirects: str
     tee: str
     local_ranks_filter: str
+    log_line_prefix_template: str | None
     poll: bool
     reinit: bool
     data_parallel: bool
@@ -191,6 +192,7 @@ def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: j
         log_format=typed.log_format,
         log_dir=None if typed.log_dir is None else (host.workdir / typed.log_dir).resolve(),
         muted=_muted(typed, nproc),
+        line_prefix_template=_line_prefix_template(typed, host.env),
         poll=typed.poll,
         reinit=typed.reinit,
         data_parallel=typed.data_parallel,
@@ -235,6 +237,27 @@ def _muted(typed: CommandLine, nproc: int) -> tuple[tuple[int, str], ...]:
         raise PreflightError("--redirects and --local-ranks-filter have no effect with --data-parallel (one process, "
                              "no ranks): drop them")
     return muted
+
+
+#: torch's own variable for the template: below the option (from the command line, PAI_LAUNCH_* or PET_*), as in torch.
+TORCHELASTIC_TEMPLATE = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+
+
+def _line_prefix_template(typed: CommandLine, env: Mapping[str, str]) -> str | None:
+    """What starts each relayed line: --log-line-prefix-template, else torch's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE
+    (empty: pai-launch's `[rankN]: `); a template that cannot be rendered is refused here, naming where it came from,
+    so that nothing starts rather than every line carrying it."""
+    given = typed.log_line_prefix_template
+    if given and typed.data_parallel:
+        raise PreflightError("--log-line-prefix-template has no effect with --data-parallel (one process, no ranks): "
+                             "drop it")
+    name, template = ("--log-line-prefix-template", given) if given else (TORCHELASTIC_TEMPLATE, env.get(TORCHELASTIC_TEMPLATE))
+    if not template or typed.data_parallel:
+        return None
+    why = lineprefix.problem(template)
+    if why is not None:
+        raise PreflightError(f"{name} {template!r}: {why}")
+    return template
 
 
 def _module_names(text: str) -> tuple[str, ...]:

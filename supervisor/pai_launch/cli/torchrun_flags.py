@@ -95,7 +95,8 @@ def _option_name(param: str) -> str:
 
 def env_values(env: Mapping[str, str]) -> dict[str, str]:
     """torchrun's own variables, PET_<DEST>, by dest (empty values count as unset)."""
-    return {dest: env[ENV_PREFIX + dest.upper()] for dest in TORCHRUN if env.get(ENV_PREFIX + dest.upper(), "").strip()}
+    return {dest: env[ENV_PREFIX + dest.upper()] for dest, entry in TORCHRUN.items()
+            if entry.env and env.get(ENV_PREFIX + dest.upper(), "").strip()}
 
 
 def from_env(env: Mapping[str, str]) -> Read:

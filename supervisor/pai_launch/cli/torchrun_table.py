@@ -48,13 +48,15 @@ Rule = Callable[[Given], Output]
 @dataclass(frozen=True)
 class Torchrun:
     """One torchrun option: its spellings, whether it takes a value, and either the pai-launch option that means the
-    same (`same`, a parameter of the launch command) or the rule that reads it."""
+    same (`same`, a parameter of the launch command) or the rule that reads it; `env`: it is read from PET_<DEST> too
+    (an action, not a setting, is not)."""
 
     dest: str
     takes_value: bool = True
     same: str | None = None
     rule: Rule | None = None
     short: str | None = None
+    env: bool = True
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -223,6 +225,7 @@ TORCHRUN = {entry.dest: entry for entry in (
     Torchrun("redirects", short="-r", same="redirects"),
     Torchrun("tee", short="-t", same="tee"),
     Torchrun("local_ranks_filter", same="local_ranks_filter"),
+    Torchrun("log_line_prefix_template", same="log_line_prefix_template"),
     Torchrun("duplicate_stdout_filters", rule=_refused_unless(
         "", "filter the ranks' files that --log-dir keeps (each rank's stdout.log) instead")),
     Torchrun("duplicate_stderr_filters", rule=_refused_unless(
@@ -239,6 +242,7 @@ TORCHRUN = {entry.dest: entry for entry in (
     Torchrun("shutdown_timeout", rule=_shutdown_timeout),
     Torchrun("virtual_local_rank", takes_value=False, rule=_refused_unless(
         "0", "each worker's LOCAL_RANK is its index on the node; select the device by LOCAL_RANK in the script")),
+    Torchrun("print_completion", same="print_completion", env=False),
 )}
 #: torchrun's arguments that are no options: pai-launch's SCRIPT and its arguments, and its own -h/--help.
 POSITIONAL = ("training_script", "training_script_args", "help")

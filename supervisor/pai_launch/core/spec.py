@@ -68,6 +68,8 @@ class LaunchSpec:
     log_dir: Path | None = None
     #: (local rank, "stdout" or "stderr") the console does not show (--redirects, --local-ranks-filter); files keep all.
     muted: tuple[tuple[int, str], ...] = ()
+    #: What starts each relayed line of a rank (--log-line-prefix-template, wire.lineprefix); None: `[rankN]: `.
+    line_prefix_template: str | None = None
     poll: bool = False
     reinit: bool = False
     data_parallel: bool = False

@@ -143,6 +143,7 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
         generation=generation, nproc=spec.nproc, python=spec.python, args=argv if no_python else argv[1:],
         env=generation_env(spec, run_id, generation, base_env, save_dir, records), log_dir=log_dir, grace=spec.grace,
         elastic_run_id=new_elastic_run_id(run_id, generation), nodes=nodes, no_python=no_python, muted=spec.muted,
+        line_prefix_template=spec.line_prefix_template,
     )
 
 

@@ -37,6 +37,9 @@ class GenerationRequest:
     no_python: bool = False
     #: (local rank, "stdout" or "stderr") whose lines are not relayed to the console; their files keep them.
     muted: tuple[tuple[int, str], ...] = ()
+    #: --log-line-prefix-template (checked by wire.lineprefix): what starts each relayed line, rendered per worker on
+    #: its node; None: pai-launch's `[rankN]: `.
+    line_prefix_template: str | None = None
 
 
 @dataclass(frozen=True)
