@@ -21,6 +21,7 @@ import socket
 import kubernetes_validate
 import pytest
 
+from pai_launch.core import exitcodes
 from tests.k8s import (
     DEFAULT_RDZV_TIMEOUT,
     JOB,
@@ -46,7 +47,7 @@ pytestmark = pytest.mark.timeout(60)
 #: workers stopped, and pai-launch sweeps what is left in 2 s (README: Multi-node, Running as a service).
 GRACE_MARGIN_S = 15
 #: pai-launch's exit codes that no new start can fix (README: Exit codes), the only ones that may end a Job at once.
-PERMANENT_EXITS = {3, 4, 5, 6}
+PERMANENT_EXITS = set(exitcodes.RESTART_CANNOT_HELP)
 #: kubeflow.org/v1's PyTorchJob fields, from the training operator's API types (release 1.9).
 PYTORCHJOB_SPEC_FIELDS = {"runPolicy", "elasticPolicy", "pytorchReplicaSpecs", "nprocPerNode"}
 RUN_POLICY_FIELDS = {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
