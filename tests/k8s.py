@@ -7,10 +7,18 @@ replicas of all types together), PET_NODE_RANK and RANK (0 for the Master, 1 + i
 PET_MASTER_ADDR and MASTER_ADDR (<job>-master-0, the Master's headless Service), PET_MASTER_PORT and MASTER_PORT (the
 containerPort named pytorchjob-port of the Master's container named pytorch), PET_NPROC_PER_NODE (spec.nprocPerNode),
 WORLD_SIZE (replicas x nprocPerNode) and PYTHONUNBUFFERED.
+
+What Kubeflow Trainer v2 makes of a TrainJob follows its JobSet and torch plugins (releases 2.0 to 2.3,
+pkg/runtime/framework/plugins/jobset/builder.go and torch/torch.go): the runtime's replicated Job labelled as the
+trainer's runs numNodes pods; its container named node takes the TrainJob's image, command and args where given, its
+resourcesPerNode and env, then PET_NNODES (numNodes), PET_NPROC_PER_NODE (auto, or the TrainJob's numProcPerNode),
+PET_NODE_RANK (the completion index), PET_MASTER_ADDR (<trainjob>-node-0-0.<trainjob>: node 0's pod through the
+JobSet's headless Service) and PET_MASTER_PORT (29500); the Job controller adds JOB_COMPLETION_INDEX.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +32,8 @@ K8S = REPO / "scripts" / "k8s"
 STORAGE = K8S / "storage.yaml"
 JOB = K8S / "job.yaml"
 PYTORCHJOB = K8S / "pytorchjob.yaml"
+TRAINER_RUNTIME = K8S / "trainer-v2-runtime.yaml"
+TRAINJOB = K8S / "trainer-v2-trainjob.yaml"
 DOCKERFILE = REPO / "Dockerfile"
 #: The Kubernetes versions the core objects are checked against: the oldest the examples need (podFailurePolicy is
 #: GA in 1.31) and the newest kubernetes-validate bundles.
@@ -32,6 +42,12 @@ KUBERNETES_VERSIONS = ("1.31", "1.37")
 PYTORCH_CONTAINER = "pytorch"
 PYTORCH_PORT_NAME = "pytorchjob-port"
 PYTORCH_DEFAULT_PORT = 23456
+#: Kubeflow Trainer v2's names: the trainer's Job and container, the label that marks its Job, and node 0's port.
+TRAINER_NODE = "node"
+TRAINER_ANCESTOR = ("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
+TRAINER_PORT = 29500
+#: pai-launch's options as variables (README: Running in Docker): PAI_LAUNCH_<NAME> is --<name>.
+OPTION_PREFIX = "PAI_LAUNCH_"
 #: What `--rdzv-timeout` is when not given (README: Usage).
 DEFAULT_RDZV_TIMEOUT = 900.0
 #: Where each pod's IP comes from in these tests (status.podIP): any address, one per pod.
@@ -113,6 +129,14 @@ class Pod:
     def script(self) -> list[str]:
         """The script and its arguments."""
         return parse_args(self.args)[1]
+
+    @property
+    def settings(self) -> dict[str, str | bool]:
+        """The options pai-launch runs with: its PAI_LAUNCH_* variables as options, those on the command line over
+        them."""
+        from_env = {"--" + name[len(OPTION_PREFIX):].lower().replace("_", "-"): value
+                    for name, value in self.env.items() if name.startswith(OPTION_PREFIX)}
+        return {**from_env, **self.options}
 
 
 def parse_args(args: list[str]) -> tuple[dict[str, str | bool], list[str]]:
@@ -205,6 +229,40 @@ def pytorchjob_pods() -> list[Pod]:
             env = container_env(pod_spec["containers"][0], name=host, rank=rank, annotations={}, added=added,
                                 added_wins=True)
             pods.append(Pod("PyTorchJob", host, rank, total, pod_spec, env))
+    return pods
+
+
+def trainer_job(runtime: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's replicated Job that Trainer runs the TrainJob's trainer in (the one labelled as its)."""
+    key, value = TRAINER_ANCESTOR
+    found = [job for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+             if job["template"].get("metadata", {}).get("labels", {}).get(key) == value]
+    assert len(found) == 1, f"{len(found)} replicated Jobs labelled {key}: {value}"
+    return found[0]
+
+
+def trainjob_pods() -> list[Pod]:
+    """The TrainJob's pods, one per node, as Trainer's JobSet and torch plugins and the Job controller start them."""
+    runtime, job = one(TRAINER_RUNTIME, "ClusterTrainingRuntime"), one(TRAINJOB, "TrainJob")
+    name, trainer = job["metadata"]["name"], job["spec"].get("trainer", {})
+    nodes = int(trainer.get("numNodes", runtime["spec"]["mlPolicy"].get("numNodes", 1)))
+    replicated = trainer_job(runtime)
+    pod_spec = copy.deepcopy(replicated["template"]["spec"]["template"]["spec"])
+    container = next(c for c in pod_spec["containers"] if c["name"] == TRAINER_NODE)
+    container.update({key: trainer[key] for key in ("image", "command", "args") if key in trainer})
+    if "resourcesPerNode" in trainer:
+        container["resources"] = trainer["resourcesPerNode"]
+    names = {variable["name"] for variable in trainer.get("env", [])}
+    container["env"] = [v for v in container.get("env", []) if v["name"] not in names] + trainer.get("env", [])
+    pods = []
+    for index in range(nodes):
+        host = f"{name}-{replicated['name']}-0-{index}"
+        added = {"PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(trainer.get("numProcPerNode", "auto")),
+                 "PET_NODE_RANK": str(index), "PET_MASTER_ADDR": f"{name}-{TRAINER_NODE}-0-0.{name}",
+                 "PET_MASTER_PORT": str(TRAINER_PORT)}
+        env = container_env(container, name=host, rank=index, annotations={}, added=added, added_wins=True)
+        env.setdefault("JOB_COMPLETION_INDEX", str(index))
+        pods.append(Pod("TrainJob", host, index, nodes, pod_spec, env))
     return pods
 
 

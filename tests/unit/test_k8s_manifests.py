@@ -5,22 +5,29 @@ the oldest and the newest Kubernetes the examples are meant for: every core obje
 the files pod), and each PyTorchJob replica's pod template as a core PodTemplate. The PyTorchJob itself is a custom
 resource whose schema (Kubeflow's CRD) is not bundled: its own fields (apiVersion, kind, spec, runPolicy, the replica
 specs) are only checked here against the names and values the training operator's v1 API defines, by hand, not
-against the CRD's schema. The checks run with the network cut off: the schemas are all in the installed package.
+against the CRD's schema. Kubeflow Trainer v2's runtime and TrainJob are checked the same way: the runtime's node Job
+as a core Job (its podFailurePolicy included) and each pod the TrainJob makes as a core PodTemplate, against the
+schemas; their own fields, and the JobSet's around the Job, by hand against the names Trainer's v1alpha1 API and
+JobSet's v1alpha2 API define in every Trainer release from 2.0 to 2.3. The checks run with the network cut off: the
+schemas are all in the installed package.
 
 Then what the schemas cannot say: the node count agrees everywhere, each pod gets its own node rank, node 0's
 address is the name Kubernetes gives its pod, every pod shares one claim at the save folder, the grace period
-outlasts --grace, the probes wait out the rendezvous timeout, and the image's entrypoint is what runs.
+outlasts --grace, the probes wait out the rendezvous timeout, the image's entrypoint is what runs, and a job ends at
+once on exactly the exit codes pai-launch documents as ones no restart can fix (core.exitcodes).
 """
 
 from __future__ import annotations
 
 import copy
 import ipaddress
+import re
 import socket
 
 import kubernetes_validate
 import pytest
 
+from pai_launch.core import exitcodes, platforms
 from tests.k8s import (
     DEFAULT_RDZV_TIMEOUT,
     JOB,
@@ -28,6 +35,11 @@ from tests.k8s import (
     PYTORCH_CONTAINER,
     PYTORCHJOB,
     STORAGE,
+    TRAINER_ANCESTOR,
+    TRAINER_NODE,
+    TRAINER_PORT,
+    TRAINER_RUNTIME,
+    TRAINJOB,
     dockerfile_instruction,
     expand,
     image_env,
@@ -38,6 +50,8 @@ from tests.k8s import (
     one,
     parse_args,
     pytorchjob_pods,
+    trainer_job,
+    trainjob_pods,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -46,7 +60,7 @@ pytestmark = pytest.mark.timeout(60)
 #: workers stopped, and pai-launch sweeps what is left in 2 s (README: Multi-node, Running as a service).
 GRACE_MARGIN_S = 15
 #: pai-launch's exit codes that no new start can fix (README: Exit codes), the only ones that may end a Job at once.
-PERMANENT_EXITS = {3, 4, 5, 6}
+PERMANENT_EXITS = set(exitcodes.RESTART_CANNOT_HELP)
 #: kubeflow.org/v1's PyTorchJob fields, from the training operator's API types (release 1.9).
 PYTORCHJOB_SPEC_FIELDS = {"runPolicy", "elasticPolicy", "pytorchReplicaSpecs", "nprocPerNode"}
 RUN_POLICY_FIELDS = {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
@@ -54,6 +68,24 @@ RUN_POLICY_FIELDS = {"cleanPodPolicy", "ttlSecondsAfterFinished", "activeDeadlin
 REPLICA_SPEC_FIELDS = {"replicas", "template", "restartPolicy"}
 REPLICA_RESTART_POLICIES = {"Always", "OnFailure", "Never", "ExitCode"}
 CLEAN_POD_POLICIES = {"All", "Running", "None"}
+#: trainer.kubeflow.org/v1alpha1's fields that every release from 2.0 to 2.3 accepts (its CRDs), and JobSet
+#: v1alpha2's inside a runtime's template (the same CRDs embed them; JobSet's webhook takes these failure reasons).
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+RUNTIME_SPEC_FIELDS = {"mlPolicy", "podGroupPolicy", "template"}
+ML_POLICY_FIELDS = {"numNodes", "torch", "mpi"}
+JOBSET_SPEC_FIELDS = {"replicatedJobs", "network", "successPolicy", "failurePolicy", "startupPolicy", "suspend",
+                      "coordinator", "managedBy", "ttlSecondsAfterFinished"}
+NETWORK_FIELDS = {"enableDNSHostnames", "subdomain", "publishNotReadyAddresses"}
+FAILURE_POLICY_FIELDS = {"maxRestarts", "restartStrategy", "rules"}
+FAILURE_RULE_FIELDS = {"name", "action", "onJobFailureReasons", "targetReplicatedJobs"}
+FAILURE_RULE_ACTIONS = {"FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"}
+FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+JOB_FAILURE_REASONS = {"BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
+                       "PodFailurePolicy"}
+REPLICATED_JOB_FIELDS = {"name", "replicas", "template", "dependsOn"}
+TRAINJOB_SPEC_FIELDS = {"runtimeRef", "trainer", "initializer", "suspend", "managedBy"}
+RUNTIME_REF_FIELDS = {"name", "apiGroup", "kind"}
+TRAINER_FIELDS = {"image", "command", "args", "env", "numNodes", "numProcPerNode", "resourcesPerNode"}
 
 
 @pytest.fixture
@@ -80,6 +112,15 @@ def validate(obj: dict, version: str) -> None:
     kubernetes_validate.validate(obj, version, strict=True)
 
 
+def trainer_node_job() -> dict:
+    """The runtime's node Job as the core Job JobSet makes of it (kind Job), for the validator."""
+    template = trainer_job(one(TRAINER_RUNTIME, "ClusterTrainingRuntime"))["template"]
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{one(TRAINJOB, 'TrainJob')['metadata']['name']}-{TRAINER_NODE}-0",
+                         **template.get("metadata", {})},
+            "spec": template["spec"]}
+
+
 # --- schemas ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_every_core_object_is_valid_against_the_kubernetes_schema(offline, version):
@@ -101,6 +142,30 @@ def test_each_pytorchjob_replicas_pod_template_is_a_valid_core_pod_template(offl
             validate(pod_template(replica["template"]), version)
         except kubernetes_validate.ValidationError as exc:
             pytest.fail(f"the {kind} template is not a valid PodTemplateSpec at {list(exc.path)}: {exc.message}")
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_trainer_runtimes_node_job_and_each_trainjob_pod_are_valid_core_objects(offline, version):
+    objects = [("the runtime's node Job", trainer_node_job())]
+    objects += [(f"pod {pod.name}", pod_template({"metadata": {"labels": {"app": "x"}}, "spec": pod.spec}))
+                for pod in trainjob_pods()]
+    for label, obj in objects:
+        try:
+            validate(obj, version)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{label} is not valid in Kubernetes {version} at {list(exc.path)}: {exc.message}")
+
+
+@pytest.mark.parametrize(("change", "complaint"), [
+    (lambda job: job["spec"]["podFailurePolicy"]["rules"][0].update(onExitCode={}), "was unexpected"),
+    (lambda job: job["spec"].update(backoffLimitPerIndex="4"), "is not of type 'integer'"),
+])
+def test_the_schema_check_rejects_a_misspelt_or_mistyped_field_of_the_trainer_runtimes_job(offline, change, complaint):
+    job = copy.deepcopy(trainer_node_job())
+    change(job)
+    with pytest.raises(kubernetes_validate.ValidationError) as caught:
+        validate(job, KUBERNETES_VERSIONS[-1])
+    assert complaint in caught.value.message
 
 
 @pytest.mark.parametrize(("where", "change", "complaint"), [
@@ -152,6 +217,92 @@ def test_the_pytorchjobs_restart_policy_restarts_a_worker_that_lost_node_0():
     for kind, replica in one(PYTORCHJOB, "PyTorchJob")["spec"]["pytorchReplicaSpecs"].items():
         assert replica["restartPolicy"] == "OnFailure", kind
     assert one(PYTORCHJOB, "PyTorchJob")["spec"]["runPolicy"]["cleanPodPolicy"] == "Running"
+
+
+def test_the_trainer_runtimes_and_trainjobs_own_fields_are_trainers_and_jobsets():
+    # Checked by hand: the CRDs' schemas are not bundled with the validator (see the module's docstring).
+    runtime, job = one(TRAINER_RUNTIME, "ClusterTrainingRuntime"), one(TRAINJOB, "TrainJob")
+    for obj in (runtime, job):
+        assert obj["apiVersion"] == TRAINER_API and set(obj) == {"apiVersion", "kind", "metadata", "spec"}
+    spec = runtime["spec"]
+    assert set(spec) <= RUNTIME_SPEC_FIELDS and set(spec["mlPolicy"]) <= ML_POLICY_FIELDS
+    # Trainer 2.3 dropped torch's numProcPerNode and elasticPolicy: an empty torch policy is one every release takes.
+    assert spec["mlPolicy"]["torch"] == {} and isinstance(spec["mlPolicy"]["numNodes"], int)
+    assert set(spec["template"]) <= {"metadata", "spec"}
+    jobset = spec["template"]["spec"]
+    assert set(jobset) <= JOBSET_SPEC_FIELDS and set(jobset["network"]) <= NETWORK_FIELDS
+    assert set(jobset["failurePolicy"]) <= FAILURE_POLICY_FIELDS
+    assert isinstance(jobset["failurePolicy"]["maxRestarts"], int)
+    for rule in jobset["failurePolicy"]["rules"]:
+        assert set(rule) <= FAILURE_RULE_FIELDS and FAILURE_RULE_NAME.match(rule["name"]), rule
+        assert rule["action"] in FAILURE_RULE_ACTIONS and set(rule["onJobFailureReasons"]) <= JOB_FAILURE_REASONS
+    for replicated in jobset["replicatedJobs"]:
+        assert set(replicated) <= REPLICATED_JOB_FIELDS and replicated.get("replicas", 1) == 1, replicated["name"]
+    assert set(job["spec"]) <= TRAINJOB_SPEC_FIELDS and set(job["spec"]["runtimeRef"]) <= RUNTIME_REF_FIELDS
+    assert set(job["spec"]["trainer"]) <= TRAINER_FIELDS
+    assert isinstance(job["spec"]["trainer"]["numNodes"], int)
+
+
+def test_trainer_finds_the_runtimes_node_job_and_container_and_the_trainjob_names_the_runtime():
+    runtime, job = one(TRAINER_RUNTIME, "ClusterTrainingRuntime"), one(TRAINJOB, "TrainJob")
+    assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "torch"
+    replicated = trainer_job(runtime)
+    assert replicated["name"] == TRAINER_NODE  # PET_MASTER_ADDR is <trainjob>-node-0-0: the Job must be node
+    assert replicated["template"]["metadata"]["labels"][TRAINER_ANCESTOR[0]] == TRAINER_ANCESTOR[1]
+    names = [container["name"] for container in replicated["template"]["spec"]["template"]["spec"]["containers"]]
+    assert names == [TRAINER_NODE], "Trainer gives PET_* and the TrainJob's args to the container named node"
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                         "name": runtime["metadata"]["name"]}
+
+
+def test_the_trainjob_ends_at_once_only_on_exits_no_new_pod_can_fix():
+    jobset = one(TRAINER_RUNTIME, "ClusterTrainingRuntime")["spec"]["template"]["spec"]
+    spec = trainer_job(one(TRAINER_RUNTIME, "ClusterTrainingRuntime"))["template"]["spec"]
+    assert spec["template"]["spec"]["restartPolicy"] == "Never" and spec["podReplacementPolicy"] == "Failed"
+    assert spec["completionMode"] == "Indexed"
+    rules = spec["podFailurePolicy"]["rules"]
+    fail = [rule for rule in rules if rule["action"] == "FailJob"]
+    assert len(fail) == 1 and fail[0]["onExitCodes"]["operator"] == "In"
+    assert fail[0]["onExitCodes"]["containerName"] == TRAINER_NODE
+    assert sorted(fail[0]["onExitCodes"]["values"]) == sorted(exitcodes.RESTART_CANNOT_HELP)
+    ignored = [rule for rule in rules if rule["action"] == "Ignore"]
+    assert [condition["type"] for rule in ignored for condition in rule["onPodConditions"]] == ["DisruptionTarget"]
+    # Every other exit counts against its own node's limit, whatever the TrainJob's node count; a node past it fails
+    # the Job (no limit for the whole Job, which would not grow with numNodes).
+    assert spec["backoffLimitPerIndex"] >= 2 and spec["maxFailedIndexes"] == 0 and "backoffLimit" not in spec
+    # A Job its podFailurePolicy failed ends the JobSet at once, however many restarts the JobSet is allowed.
+    first = jobset["failurePolicy"]["rules"][0]
+    assert (first["action"], first["onJobFailureReasons"]) == ("FailJobSet", ["PodFailurePolicy"])
+
+
+def test_each_trainjob_pod_is_its_node_of_the_job_by_trainers_variables_at_node_0s_pod():
+    runtime, job = one(TRAINER_RUNTIME, "ClusterTrainingRuntime"), one(TRAINJOB, "TrainJob")
+    pods, name = trainjob_pods(), job["metadata"]["name"]
+    assert len(pods) == job["spec"]["trainer"]["numNodes"] >= 2
+    network = runtime["spec"]["template"]["spec"]["network"]
+    # The JobSet's headless Service is named after it (no other subdomain), and names pods before they are ready.
+    assert network["enableDNSHostnames"] is True and network["publishNotReadyAddresses"] is True
+    assert "subdomain" not in network
+    node0 = next(pod for pod in pods if pod.rank == 0)
+    for pod in pods:
+        assert pod.env["PET_MASTER_ADDR"] == f"{node0.name}.{name}" and pod.env["PET_MASTER_PORT"] == str(TRAINER_PORT)
+        # Nothing on the command line or in PAI_LAUNCH_* overrides what Trainer's variables say of the node's place.
+        assert not {"--nnodes", "--node-rank", "--rdzv-endpoint", "--nproc"} & set(pod.settings), pod.name
+        placement = platforms.detect(pod.env)
+        assert placement.platform == "Kubeflow Trainer (JobSet)" and placement.values == {"node_rank": str(pod.rank)}
+        assert pod.env["PET_NODE_RANK"] == pod.env["JOB_COMPLETION_INDEX"] == str(pod.rank)
+    assert sorted(pod.rank for pod in pods) == list(range(len(pods)))
+
+
+def test_each_trainjob_pod_is_reached_at_its_own_ip_and_runs_one_worker_per_gpu():
+    for pod in trainjob_pods():
+        assert str(ipaddress.ip_address(pod.settings["--local-addr"])) == pod.settings["--local-addr"]
+        source = next(var for var in pod.container["env"] if var["name"] == "PAI_LAUNCH_LOCAL_ADDR")
+        assert source["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+        resources = pod.container["resources"]
+        assert int(resources["limits"]["nvidia.com/gpu"]) == int(resources["requests"]["nvidia.com/gpu"]) >= 1
+        assert pod.env["PET_NPROC_PER_NODE"] == "auto"  # --nproc auto: one worker per GPU the pod gets
+        assert pod.spec["enableServiceLinks"] is False, pod.name
 
 
 # --- pai-launch's command line in every pod -------------------------------------------------------------------------
@@ -219,8 +370,8 @@ def test_every_pod_is_reached_at_its_own_ip():
 
 def test_the_grace_period_outlasts_pai_launchs_own_stop():
     image_grace = float(image_env()["PAI_LAUNCH_GRACE"])
-    for pod in node_pods():
-        grace = float(pod.options.get("--grace", pod.env.get("PAI_LAUNCH_GRACE", image_grace)))
+    for pod in node_pods() + trainjob_pods():
+        grace = float(pod.settings.get("--grace", image_grace))
         period = pod.spec["terminationGracePeriodSeconds"]
         assert period - grace >= GRACE_MARGIN_S, f"{pod.name}: SIGKILL {period} s after SIGTERM, --grace {grace}"
 
@@ -230,8 +381,9 @@ def test_every_pod_shares_one_claim_that_holds_the_save_folder():
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     files = one(STORAGE, "Pod")
     mounted = []
-    for name, spec, container, save in [(pod.name, pod.spec, pod.container, str(pod.options["--save-name"]))
-                                        for pod in node_pods()] + [("files", files["spec"], files["spec"]["containers"][0], "")]:
+    for name, spec, container, save in [(pod.name, pod.spec, pod.container, str(pod.settings["--save-name"]))
+                                        for pod in node_pods() + trainjob_pods()] + [
+                                            ("files", files["spec"], files["spec"]["containers"][0], "")]:
         workdir = container["workingDir"]
         volumes = {volume["name"]: volume for volume in spec["volumes"]}
         claims = [(mount["mountPath"], volumes[mount["name"]]["persistentVolumeClaim"]["claimName"])
@@ -248,7 +400,7 @@ def test_the_image_runs_pai_launch_as_its_entrypoint_in_its_workdir_as_its_user(
     assert dockerfile_instruction("ENTRYPOINT") == '["pai-launch"]'
     uid = int(dockerfile_instruction("USER").split(":")[0])
     images = set()
-    for pod in node_pods():
+    for pod in node_pods() + trainjob_pods():
         assert "command" not in pod.container, f"{pod.name}: the image's entrypoint must be what runs (PID 1)"
         assert pod.container["workingDir"] == dockerfile_instruction("WORKDIR")
         assert pod.spec["securityContext"]["runAsUser"] == uid and pod.spec["securityContext"]["runAsNonRoot"]
@@ -272,9 +424,9 @@ def test_workers_per_node_match_the_gpus_each_pod_asks_for():
 
 
 def test_probes_ask_livez_on_the_metrics_port_and_wait_out_the_rendezvous():
-    for pod in node_pods():
-        port = int(pod.options["--metrics-port"])
-        assert pod.options["--metrics-host"] == "0.0.0.0"  # the kubelet probes the pod's IP
+    for pod in node_pods() + trainjob_pods():
+        port = int(pod.settings["--metrics-port"])
+        assert pod.settings["--metrics-host"] == "0.0.0.0"  # the kubelet probes the pod's IP
         named = {p["name"]: p["containerPort"] for p in pod.container["ports"]}
         for probe_name in ("startupProbe", "livenessProbe"):
             probe = pod.container[probe_name]["httpGet"]
@@ -282,7 +434,7 @@ def test_probes_ask_livez_on_the_metrics_port_and_wait_out_the_rendezvous():
             assert named.get(probe["port"], probe["port"]) == port, (pod.name, probe_name)
         assert "readinessProbe" not in pod.container
         startup = pod.container["startupProbe"]
-        timeout = float(pod.options.get("--rdzv-timeout", DEFAULT_RDZV_TIMEOUT))
+        timeout = float(pod.settings.get("--rdzv-timeout", DEFAULT_RDZV_TIMEOUT))
         assert startup["periodSeconds"] * startup["failureThreshold"] > timeout, pod.name
 
 

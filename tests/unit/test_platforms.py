@@ -1,13 +1,15 @@
 """The platform pai-launch runs on, told apart by its own variables (core.platforms), and what it says of this node's
 place; then the same through the spec builder, where the command line, PAI_LAUNCH_* and PET_* win. Each platform's
 variables are the ones it sets (Kubeflow's training operator and Trainer, Volcano's plugins, SageMaker's training
-toolkit, Azure Machine Learning). Pure: no process."""
+toolkit, Azure Machine Learning, SkyPilot's task runner). Pure: no process."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pai_launch.cli import specbuilder
 from pai_launch.cli.specbuilder import build
@@ -16,6 +18,8 @@ from pai_launch.core.platforms import PlatformError, detect
 from pai_launch.core.spec import PreflightError
 from tests.unit.test_cli import launched, run  # noqa: F401 - the launch command with its run faked
 from tests.unit.test_specbuilder import typed
+
+pytestmark = pytest.mark.timeout(60)
 
 POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", "HOSTNAME": "ignored"}
 #: A PyTorchJob with a Master and two Workers, on worker-1 (the operator's RANK is the pod's place: master 0).
@@ -32,6 +36,11 @@ VOLCANO = {**POD, "MASTER_ADDR": "vj-master-0.vj", "MASTER_PORT": "23456", "WORL
            "VC_TASK_INDEX": "0", "VK_TASK_INDEX": "0", "VC_MASTER_HOSTS": "vj-master-0.vj",
            "VC_WORKER_HOSTS": "vj-worker-0.vj,vj-worker-1.vj", "VC_MASTER_NUM": "1", "VC_WORKER_NUM": "2"}
 SAGEMAKER = {"SM_HOSTS": '["algo-2","algo-1","algo-3"]', "SM_CURRENT_HOST": "algo-2", "SM_NUM_GPUS": "8"}
+#: A SkyPilot task of 3 nodes with 8 GPUs each, on the second node: the IPs one a line in rank order, as its runner
+#: exports them (and the variables beside them that say nothing of the node's place).
+SKYPILOT = {"SKYPILOT_NODE_IPS": "10.0.0.5\n10.0.0.7\n10.0.0.9", "SKYPILOT_NODE_RANK": "1", "SKYPILOT_NUM_NODES": "3",
+            "SKYPILOT_NUM_GPUS_PER_NODE": "8", "SKYPILOT_TASK_ID": "sky-managed-2026-01-01-00-00-00-000000_pai_1",
+            "SKYPILOT_INTERNAL_JOB_ID": "1"}
 #: An Azure Machine Learning PyTorch job (2 instances x 4 processes), on the second instance.
 AZUREML = {"AZUREML_RUN_ID": "run_1", "AZUREML_NODE_COUNT": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.4",
            "MASTER_PORT": "6105", "WORLD_SIZE": "8", "RANK": "5", "LOCAL_RANK": "1"}
@@ -46,7 +55,16 @@ AZUREML = {"AZUREML_RUN_ID": "run_1", "AZUREML_NODE_COUNT": "2", "NODE_RANK": "1
     (AZUREML, "Azure Machine Learning", {"nnodes": "2", "node_rank": "1", "rdzv_endpoint": "10.0.0.4:6105"}),
     ({"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1"}, "the environment",
      {"node_rank": "1", "rdzv_endpoint": "10.0.0.1:29500"}),
-])
+    (SKYPILOT, "SkyPilot", {"nnodes": "3", "node_rank": "1", "rdzv_endpoint": "10.0.0.5:29500",
+                            "local_addr": "10.0.0.7", "nproc": "8"}),
+    # SkyPilot on Kubernetes, a CPU task of one node: no worker count (no GPU), nothing read as a PyTorchJob's.
+    ({**POD, "SKYPILOT_NODE_IPS": "10.244.1.7\n", "SKYPILOT_NODE_RANK": "0", "SKYPILOT_NUM_GPUS_PER_NODE": "0",
+      "MASTER_ADDR": "10.0.0.1", "RANK": "4", "WORLD_SIZE": "8"}, "SkyPilot",
+     {"nnodes": "1", "node_rank": "0", "rdzv_endpoint": "10.244.1.7:29500", "local_addr": "10.244.1.7"}),
+    ({"SKYPILOT_NODE_IPS": "fd00::1\nfd00::2", "SKYPILOT_NODE_RANK": "1"}, "SkyPilot",
+     {"nnodes": "2", "node_rank": "1", "rdzv_endpoint": "[fd00::1]:29500", "local_addr": "fd00::2"}),
+], ids=["pytorchjob", "elastic", "trainer", "volcano", "sagemaker", "azureml", "generic", "skypilot",
+        "skypilot-k8s-cpu", "skypilot-ipv6"])
 def test_each_platform_is_told_apart_and_read_as_it_means_its_variables(env, platform, values):
     found = detect(env)
     assert (found.platform, found.values) == (platform, values)
@@ -68,10 +86,34 @@ def test_rank_and_world_size_of_a_process_are_never_read_as_a_nodes(env):
     ({**SAGEMAKER, "SM_CURRENT_HOST": "algo-9"}, "SM_HOSTS .* holding SM_CURRENT_HOST 'algo-9'"),
     ({**SAGEMAKER, "SM_HOSTS": "algo-1"}, "is not a JSON list"),
     ({**AZUREML, "AZUREML_NODE_COUNT": "-1"}, "AZUREML_NODE_COUNT '-1' is not a number"),
+    ({**SKYPILOT, "SKYPILOT_NODE_RANK": "x"}, "SKYPILOT_NODE_RANK 'x' is not a number"),
+    ({**SKYPILOT, "SKYPILOT_NODE_IPS": "10.0.0.5\nnode-b\n10.0.0.9"}, "SKYPILOT_NODE_IPS line 2, 'node-b', is not an IP"),
+    ({**SKYPILOT, "SKYPILOT_NUM_NODES": "4"}, "SKYPILOT_NUM_NODES '4' does not count the 3 line"),
+    ({**SKYPILOT, "SKYPILOT_NUM_NODES": "three"}, "SKYPILOT_NUM_NODES 'three' is not a number"),
+    ({**SKYPILOT, "SKYPILOT_NODE_RANK": "3"}, "SKYPILOT_NODE_RANK '3' has no line among the 3 of SKYPILOT_NODE_IPS"),
+    ({**SKYPILOT, "SKYPILOT_NUM_GPUS_PER_NODE": "8.0"}, "SKYPILOT_NUM_GPUS_PER_NODE '8.0' is not a number"),
 ])
 def test_a_platforms_variable_that_cannot_be_right_is_one_line_naming_it(env, message):
-    with pytest.raises(PlatformError, match=message):
+    with pytest.raises(PlatformError, match=message) as caught:
         detect(env)
+    assert "\n" not in str(caught.value)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_skypilots_node_ips_give_node_0_the_first_line_and_each_node_its_own(data):
+    ips = data.draw(st.lists(st.ip_addresses(v=4).map(str), min_size=1, max_size=8, unique=True), label="ips")
+    rank = data.draw(st.integers(0, len(ips) - 1), label="rank")
+    gpus = data.draw(st.integers(0, 16), label="gpus")
+    separator = data.draw(st.sampled_from(["\n", "\r\n", " \n"]), label="separator")
+    env = {"SKYPILOT_NODE_IPS": separator.join(ips) + data.draw(st.sampled_from(["", "\n"])),
+           "SKYPILOT_NODE_RANK": str(rank), "SKYPILOT_NUM_GPUS_PER_NODE": str(gpus)}
+    if data.draw(st.booleans(), label="counted"):
+        env["SKYPILOT_NUM_NODES"] = str(len(ips))
+    found = detect(env)
+    expected = {"nnodes": str(len(ips)), "node_rank": str(rank), "rdzv_endpoint": f"{ips[0]}:29500",
+                "local_addr": ips[rank], **({"nproc": str(gpus)} if gpus else {})}
+    assert (found.platform, found.values) == ("SkyPilot", expected)
 
 
 @pytest.mark.parametrize("env, words", [
@@ -116,6 +158,23 @@ def test_a_platforms_values_fill_only_what_was_not_given_and_the_dry_run_says_wh
     given = build(typed(nnodes="3", node_rank=2, rdzv_endpoint="h:1"), host(VOLCANO))
     assert (given.spec.nodes.node_rank, given.spec.nodes.endpoint) == (2, "h:1")
     assert given.from_platform == "from Volcano (detected by VC_TASK_INDEX): nothing (every value was given)"
+
+
+def test_skypilot_places_the_node_and_counts_its_workers_only_where_no_gpu_is_visible():
+    built = build(typed(), host(SKYPILOT))
+    nodes = built.spec.nodes
+    assert (nodes.max_nodes, nodes.node_rank, nodes.endpoint, nodes.local_addr) == (3, 1, "10.0.0.5:29500", "10.0.0.7")
+    assert (built.spec.nproc, built.chosen_nproc) == (8, 8)
+    assert built.from_platform == (
+        "from SkyPilot (detected by SKYPILOT_NODE_RANK and SKYPILOT_NODE_IPS): --nnodes 3 (SKYPILOT_NUM_NODES); "
+        "--node-rank 1 (SKYPILOT_NODE_RANK); --rdzv-endpoint 10.0.0.5:29500 (SKYPILOT_NODE_IPS, its first line, port "
+        "29500); --local-addr 10.0.0.7 (SKYPILOT_NODE_IPS, the line of SKYPILOT_NODE_RANK); --nproc 8 "
+        "(SKYPILOT_NUM_GPUS_PER_NODE)")
+    visible = build(typed(), host({**SKYPILOT, "CUDA_VISIBLE_DEVICES": "0,1"}))
+    assert (visible.spec.nproc, visible.chosen_nproc) == (2, None) and "--nproc" not in visible.from_platform
+    given = build(typed(nproc=4, local_addr="10.1.0.7", rdzv_endpoint="head:1234"), host(SKYPILOT))
+    assert (given.spec.nproc, given.spec.nodes.local_addr, given.spec.nodes.endpoint) == (4, "10.1.0.7", "head:1234")
+    assert given.from_platform.endswith("--nnodes 3 (SKYPILOT_NUM_NODES); --node-rank 1 (SKYPILOT_NODE_RANK)")
 
 
 def test_slurm_comes_before_any_other_platform_and_no_slurm_lets_the_platform_speak():

@@ -115,7 +115,8 @@ class Built:
     spec: LaunchSpec
     #: The GPUs the run may use: --gpus, else CUDA_VISIBLE_DEVICES, else every GPU the driver reports.
     visible: tuple[str, ...]
-    #: The worker count asked for (--nproc, or the GPUs Slurm gave this node); None: left to the visible GPUs.
+    #: The worker count asked for (--nproc, or the GPUs Slurm or the platform gave this node); None: left to the visible
+    #: GPUs.
     chosen_nproc: int | None
     #: --dry-run's line naming the values taken from Slurm; None: none were.
     from_slurm: str | None

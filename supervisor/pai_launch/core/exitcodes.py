@@ -31,6 +31,17 @@ TABLE = (
     ("other", "the failing worker's own exit code (128+N if it was killed by signal N)"),
 )
 
+#: What no new start can fix, on one machine or many: the init run failed, --max-failures was spent, a generation made
+#: no progress, the save folder is unusable. A platform's restart policy ends the job on these at once (the Kubernetes
+#: examples' podFailurePolicy). 1 and 2 are not among them: on a node of a multi-node job they also mean node 0 was lost
+#: or not reachable yet, which a new start fixes; nor is a worker's own code, which may be 1 as well. Those are left to
+#: a platform's bounded count of restarts.
+RESTART_CANNOT_HELP = (INIT_FAILED, BUDGET_EXHAUSTED, NO_PROGRESS, SAVE_FOLDER)
+#: A stop from outside the job (the platform's SIGTERM on eviction, preemption or scale-down; a lost session's SIGHUP):
+#: nothing failed, and a new start resumes from the save folder, so a platform may restart on these without counting a
+#: failure (SkyPilot's recover_on_exit_codes). SIGINT and SIGQUIT are a person's stop, and stay stops.
+RESTART_RESUMES = (128 + signal.SIGHUP, 128 + signal.SIGTERM)
+
 
 def for_signal(signum: int) -> int:
     """Shell convention: a run stopped by signal N exits 128+N."""

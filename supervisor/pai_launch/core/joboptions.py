@@ -57,20 +57,23 @@ def resolve(options: PlaceOptions, env: dict[str, str], visible: tuple[str, ...]
     used: dict[str, object] = {}
     nnodes, node_rank, endpoint, rdzv_id, nproc = (options.nnodes, options.node_rank, options.endpoint, options.rdzv_id,
                                                    options.nproc)
+    local_addr = options.local_addr
     placement, from_platform = None, []
     if allocation is not None:
         nnodes, node_rank, endpoint, rdzv_id, nproc = _slurm_defaults(allocation, used, nnodes, node_rank, endpoint,
                                                                       rdzv_id, nproc, visible)
     else:
         placement = platforms.detect(env)
-        given = {"nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": endpoint}
-        from_platform = _platform_defaults(placement, given) if placement is not None else []
+        given = {"nnodes": nnodes, "node_rank": node_rank, "rdzv_endpoint": endpoint, "local_addr": local_addr,
+                 "nproc": nproc}
+        from_platform = _platform_defaults(placement, given, visible) if placement is not None else []
         nnodes, node_rank, endpoint = given["nnodes"], given["node_rank"], given["rdzv_endpoint"]
+        local_addr, nproc = given["local_addr"], given["nproc"]
     if node_rank is None and options.rdzv_backend == "c10d" and endpoint is not None and _multi(nnodes):
         node_rank, placement = _rank_by_host(nnodes or "1", endpoint, options.hostname, placement)
         from_platform.append("node_rank")
     try:
-        place = _nodes(nnodes or "1", int(node_rank or 0), endpoint, rdzv_id, options.rdzv_timeout, options.local_addr)
+        place = _nodes(nnodes or "1", int(node_rank or 0), endpoint, rdzv_id, options.rdzv_timeout, local_addr)
     except nodes.NodesError as exc:
         raise _by_variable(exc, placement, from_platform, env) from None
     return Place(place, nproc, requeue_signal(options.requeue_on, allocation), allocation, used, placement, from_platform)
@@ -98,14 +101,17 @@ def _multi(nnodes: str | None) -> bool:
     return nodes.parse_nnodes(nnodes or "1")[1] > 1
 
 
-def _platform_defaults(placement: platforms.Placement, given: dict[str, object]) -> list[str]:
+def _platform_defaults(placement: platforms.Placement, given: dict[str, object], visible: tuple[str, ...]) -> list[str]:
     """Fill what the options left open from the platform's values; the options taken. The environment's own
-    MASTER_ADDR and NODE_RANK, known to no platform, count only in a job of several nodes."""
+    MASTER_ADDR and NODE_RANK, known to no platform, count only in a job of several nodes; a platform's worker count
+    only where no GPU is visible (the visible GPUs are what the workers get, as under Slurm)."""
     if placement.platform == platforms.GENERIC and not _multi(given["nnodes"]):
         return []
-    taken = [option for option, value in placement.values.items() if given.get(option) is None]
+    taken = [option for option in placement.values
+             if given.get(option) is None and not (option == "nproc" and visible)]
     for option in taken:
-        given[option] = int(placement.values[option]) if option == "node_rank" else placement.values[option]
+        value = placement.values[option]
+        given[option] = int(value) if option in ("node_rank", "nproc") else value
     return taken
 
 

@@ -9,6 +9,7 @@ Volcano job's); anywhere else they may be a process's rank under another launche
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Mapping
@@ -30,8 +31,8 @@ class PlatformError(LaunchError, ValueError):
 
 @dataclass
 class Placement:
-    """What a platform says of this node: option (nnodes, node_rank, rdzv_endpoint) -> value as typed, and for each
-    the variables it came from."""
+    """What a platform says of this node: option (nnodes, node_rank, rdzv_endpoint; local_addr and nproc where it
+    names them) -> value as typed, and for each the variables it came from."""
 
     platform: str
     #: The variables that told the platform apart.
@@ -48,7 +49,7 @@ class Placement:
 
 def detect(env: Mapping[str, str]) -> Placement | None:
     """The first platform whose variables are set, with what it says; None: no platform known here."""
-    for reader in (_trainer_v2, _volcano, _pytorchjob, _sagemaker, _azureml, _generic):
+    for reader in (_skypilot, _trainer_v2, _volcano, _pytorchjob, _sagemaker, _azureml, _generic):
         placement = reader(env)
         if placement is not None:
             return placement
@@ -61,10 +62,11 @@ def _value(env: Mapping[str, str], name: str) -> str | None:
 
 
 def _with(placement: Placement, option: str, value: str | None, source: str) -> None:
-    """Take `value` for `option`; a node count or rank must be a plain number (PlatformError naming its variable)."""
+    """Take `value` for `option`; a node count, rank or worker count must be a plain number (PlatformError naming its
+    variable)."""
     if value is None:
         return
-    if option in ("nnodes", "node_rank") and not (value.isascii() and value.isdigit()):
+    if option in ("nnodes", "node_rank", "nproc") and not (value.isascii() and value.isdigit()):
         raise PlatformError(f"{source.split(',')[0]} {value!r} is not a number: the platform sets it so; unset it, or "
                             f"give --{option.replace('_', '-')}")
     placement.values[option] = value
@@ -79,6 +81,47 @@ def _endpoint(placement: Placement, env: Mapping[str, str], addr: str, port: str
     given = _value(env, port)
     _with(placement, "rdzv_endpoint", f"{host}:{given or default_port}",
           f"{addr}, {port}" if given else f"{addr}, port {default_port}")
+
+
+def _skypilot(env: Mapping[str, str]) -> Placement | None:
+    """SkyPilot: SKYPILOT_NODE_RANK and SKYPILOT_NODE_IPS, the nodes' IPs one a line in rank order (node 0's first),
+    counted by SKYPILOT_NUM_NODES. It names no port, so node 0's store listens on torchrun's; this node's own line is
+    the address its workers are reached at (a pod's host name may not resolve on the other nodes). Its GPUs per node
+    count the workers where no GPU is visible otherwise, as Slurm's do."""
+    rank, text = _value(env, "SKYPILOT_NODE_RANK"), _value(env, "SKYPILOT_NODE_IPS")
+    if rank is None or text is None:
+        return None
+    ips = _ips(text)
+    count = _value(env, "SKYPILOT_NUM_NODES")
+    placement = Placement("SkyPilot", "SKYPILOT_NODE_RANK and SKYPILOT_NODE_IPS")
+    _with(placement, "nnodes", count or str(len(ips)), "SKYPILOT_NUM_NODES" if count else "SKYPILOT_NODE_IPS, counted")
+    _with(placement, "node_rank", rank, "SKYPILOT_NODE_RANK")
+    if count is not None and int(count) != len(ips):
+        raise PlatformError(f"SKYPILOT_NUM_NODES {count!r} does not count the {len(ips)} line(s) of SKYPILOT_NODE_IPS: "
+                            "SkyPilot sets them together; run in SkyPilot's own environment, or unset them")
+    if int(rank) >= len(ips):
+        raise PlatformError(f"SKYPILOT_NODE_RANK {rank!r} has no line among the {len(ips)} of SKYPILOT_NODE_IPS: "
+                            "SkyPilot sets them together; run in SkyPilot's own environment, or unset them")
+    host = f"[{ips[0]}]" if ":" in ips[0] else ips[0]
+    _with(placement, "rdzv_endpoint", f"{host}:{DEFAULT_MASTER_PORT}",
+          f"SKYPILOT_NODE_IPS, its first line, port {DEFAULT_MASTER_PORT}")
+    _with(placement, "local_addr", ips[int(rank)], "SKYPILOT_NODE_IPS, the line of SKYPILOT_NODE_RANK")
+    gpus = _value(env, "SKYPILOT_NUM_GPUS_PER_NODE")
+    if gpus != "0":
+        _with(placement, "nproc", gpus, "SKYPILOT_NUM_GPUS_PER_NODE")
+    return placement
+
+
+def _ips(text: str) -> list[str]:
+    """SKYPILOT_NODE_IPS's lines, each an IP address (PlatformError naming the first that is not)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for number, line in enumerate(lines, 1):
+        try:
+            ipaddress.ip_address(line)
+        except ValueError:
+            raise PlatformError(f"SKYPILOT_NODE_IPS line {number}, {line!r}, is not an IP address: SkyPilot sets one "
+                                "node's IP a line; run in SkyPilot's own environment, or unset it") from None
+    return lines
 
 
 def _trainer_v2(env: Mapping[str, str]) -> Placement | None:
