@@ -26,8 +26,10 @@ from tests.helpers import REPO
 
 pytestmark = [pytest.mark.compat, pytest.mark.torch, pytest.mark.proc]
 
-#: What each environment runs: the real example (cold, warm) and the signal and crash-recovery process tests.
-TIER = ("tests/real/test_example.py", "tests/proc/test_launch_signals.py", "tests/proc/test_launch_retry.py")
+#: What each environment runs: the real example (cold, warm), the signal and crash-recovery process tests, and
+#: --grace on torch's own stop of a failed generation's survivors.
+TIER = ("tests/real/test_example.py", "tests/proc/test_launch_signals.py", "tests/proc/test_launch_retry.py",
+        "tests/proc/test_launch_grace.py")
 #: scripts/torch_env.sh's exit code when that Python is not installed here.
 NO_PYTHON = 3
 INSTALL_TIMEOUT_S = 1500

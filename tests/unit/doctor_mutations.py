@@ -13,6 +13,17 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
         'model = in_turn(lambda: UPA.initialize_pai(nn.Linear(8, 2), save_name=args.save))\n',
     ),
+    # PerforatedAI's single-process demo mode
+    'demo_mode': (
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save, demo_mode=True,\n'
+        '                                            demo_phase_steps=20))\n',
+    ),
+    # dendrites added by hand, single-process only
+    'initialize_dendrites': (
+        'GPA.pai_tracker.set_optimizer(torch.optim.SGD)\n',
+        'UPA.initialize_dendrites(model, torch.randn(1, 8))\nGPA.pai_tracker.set_optimizer(torch.optim.SGD)\n',
+    ),
     # a perforatedai 1.x module beside the 3.x ones
     'legacy_api': (
         'from perforatedai import utils_perforatedai as UPA\n',

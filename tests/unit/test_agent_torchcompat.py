@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
-import subprocess
-import sys
-import textwrap
 from dataclasses import dataclass
 from typing import Optional
 
@@ -127,31 +123,3 @@ def test_the_installed_torch_builds_a_config_from_the_agents_keywords():
 
     config = torchcompat.launch_config(dict(WANTED))
     assert isinstance(config, LaunchConfig) and config.nproc_per_node == 2
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.proc  # starts processes
-def test_grace_for_close_makes_the_grace_torchs_close_default_in_a_real_process():
-    """In a fresh interpreter (the patch is process-wide): PContext.close without a timeout gets the grace, an
-    explicit timeout is kept, and a second call only changes the value."""
-    probe = textwrap.dedent("""
-        from torch.distributed.elastic.multiprocessing import api
-        from pai_launch.agent import torchcompat
-        seen = []
-        class Probe(api.PContext):
-            def __init__(self): self._tail_logs, self.filtered_stdout, self.filtered_stderr = [], None, None
-            def _start(self): pass
-            def _poll(self): return None
-            def pids(self): return {}
-            def _close(self, death_sig, timeout=30): seen.append((death_sig, timeout))
-        torchcompat.grace_for_close(7)
-        torchcompat.grace_for_close(4)
-        Probe().close()
-        import signal
-        Probe().close(signal.SIGTERM, 12)
-        print(seen[0][1], seen[1][1], api.PContext.close._pai_launch_grace)
-    """)
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=50)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["4", "12", "True"]
-    assert signal.SIGTERM  # the probe's explicit death signal is a real one

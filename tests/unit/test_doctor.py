@@ -87,6 +87,8 @@ ONE_PER_CHECK = {
     "flag_hyphens": [("flag-pai-load-folder", "error", None)],
     "initialize_pai": [("initialize-pai-removed", "error", "UPA.initialize_pai(")],
     "legacy_api": [("perforatedai-legacy-api", "error", "pb_globals")],
+    "demo_mode": [("perforate-model-demo-mode", "error", "UPA.perforate_model(")],
+    "initialize_dendrites": [("initialize-dendrites", "error", "UPA.initialize_dendrites(")],
 }
 
 
@@ -522,3 +524,41 @@ def test_going_on_after_a_restructure_without_a_rewrap_is_still_told_to_exit(tmp
         "        model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)\n",
         "")))
     assert "restructure-no-exit" in ids(report), render_text(report)
+
+
+PERFORATE = "model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n"
+
+
+@pytest.mark.parametrize("perforate, expected", [
+    ("DEMO = True\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), demo_mode=DEMO))\n", "error"),
+    ('opts = {"save_name": args.save, "demo_mode": True}\n'
+     "model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), **opts))\n", "error"),
+    ("opts = dict(demo_mode=True, demo_phase_steps=5)\n"
+     "model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), **opts))\n", "error"),
+    ("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), demo_mode=args.demo))\n", "warning"),  # unread
+    ("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), demo_mode=False))\n", None),
+    ('opts = {"save_name": args.save, "demo_mode": False}\n'
+     "model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), **opts))\n", None),
+    ("opts = {}\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), **opts))\n", None),
+], ids=["variable", "splat-dict", "splat-dict-call", "option", "false", "splat-false", "absent"])
+def test_demo_mode_is_found_through_variables_and_splats(tmp_path, perforate, expected):
+    script = variant(tmp_path, (PERFORATE, perforate))
+    report = check_script(script)
+    found = [(f.id, f.severity, f.line) for f in report.findings]
+    line = line_of(script, "UPA.perforate_model(")
+    assert found == ([("perforate-model-demo-mode", expected, line)] if expected else []), render_text(report)
+
+
+def test_demo_mode_through_the_training_helper_is_found_too(tmp_path):
+    script = tmp_path / "train.py"
+    text = (SCRIPTS / "good" / "training_helpers.py").read_text()
+    script.write_text(text.replace("save_name=args.save_dir)", "save_name=args.save_dir, demo_mode=True)"))
+    report = check_script(script)
+    assert [(f.id, f.severity) for f in report.findings] == [("perforate-model-demo-mode", "error")]
+    assert "without demo_mode" in report.findings[0].fix and "single-process" in report.findings[0].message
+
+
+def test_initialize_dendrites_under_a_condition_doctor_cannot_read_is_a_warning(tmp_path):
+    script = variant(tmp_path, (PERFORATE, PERFORATE + "if args.demo:\n    UPA.initialize_dendrites(model, x)\n"))
+    found = [(f.id, f.severity) for f in check_script(script).findings]
+    assert found == [("initialize-dendrites", "warning")]

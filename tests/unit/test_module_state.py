@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "supervisor" / "pai_launch"
 #: (module, name) -> why that state is the process's own, not a run's.
 PROCESS_STATE = {
     ("agent/main.py", "_dying"): "the parent-death signal's handler runs once per thread: a guard for the process",
-    ("agent/torchcompat.py", "_close_grace"): "the patched default of torch's PContext.close is process-wide",
-    ("agent/torchcompat.py", "_patch_lock"): "guards that one process-wide patch",
+    ("agent/teardown.py", "_grace"): "the grace patched into torch's classes is process-wide",
+    ("agent/teardown.py", "_patch_lock"): "guards that one process-wide patch",
     ("forkserver/server_hooks.py", "SERVER_THREADS"): "the forkserver's own thread count after its preload",
     ("supervise/console.py", "_lock"): "the process's stdout and stderr are process-wide",
     ("supervise/console.py", "_lost"): "which of the process's own streams failed",

@@ -38,7 +38,12 @@ def multi_node(request: GenerationRequest, generation: int, start_method: str):
     ))
 
 
+def grace_s(request: GenerationRequest) -> int:
+    """The grace as torch takes its timeouts: whole seconds, at least 1."""
+    return max(1, int(request.grace))
+
+
 def _shared(request: GenerationRequest, start_method: str) -> dict:
     return dict(nproc_per_node=request.nproc, rdzv_backend="c10d", max_restarts=0, monitor_interval=0.1,
-                logs_specs=torchcompat.logs_specs(request.log_dir), shutdown_timeout=max(1, int(request.grace)),
+                logs_specs=torchcompat.logs_specs(request.log_dir), shutdown_timeout=grace_s(request),
                 start_method=start_method)

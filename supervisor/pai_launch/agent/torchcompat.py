@@ -6,8 +6,8 @@ and this module keeps what the installed class takes, by its dataclass fields or
 by version number, which says nothing of backports or nightlies), and makes up for what it lacks (DefaultLogsSpecs,
 the other class the agent builds, takes the same keywords on every supported torch and is only checked):
 
-- no `shutdown_timeout`: torch closes its workers with `PContext.close(death_sig)`, whose default timeout is a fixed
-  30 s. `grace_for_close` makes that default the run's grace instead, in the agent process only.
+- no `shutdown_timeout`: torch stops its workers with a fixed 30 s everywhere. Even with it, a failed generation's
+  survivors get torch's 30 s; agent.teardown gives them the grace on every torch, and so stands in for it here.
 - no `signals_to_handle`: torch installs its handler on SIGTERM, SIGINT, SIGHUP and SIGQUIT and tells its workers
   nothing; warm workers then see no TORCHELASTIC_SIGNALS_TO_HANDLE either, as cold ones don't.
 
@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import threading
 from dataclasses import dataclass
 
 #: The LaunchConfig fields every supported torch has; without one of them the agent cannot launch at all.
 REQUIRED = frozenset({"min_nodes", "max_nodes", "nproc_per_node", "run_id", "rdzv_backend", "rdzv_endpoint",
                       "max_restarts", "monitor_interval", "start_method", "logs_specs"})
 #: Fields the agent uses when this torch has them, each with what stands in for it otherwise.
-OPTIONAL = {"shutdown_timeout": "PContext.close's timeout default set to the grace",
+OPTIONAL = {"shutdown_timeout": "agent.teardown's grace on torch's own stops of the workers",
             "signals_to_handle": "torch's own signal list (SIGTERM, SIGINT, SIGHUP, SIGQUIT), not passed to workers",
             "local_addr": "the address torch picks"}
 
@@ -77,8 +76,6 @@ def launch_config(wanted: dict):
     from torch.distributed.launcher.api import LaunchConfig
 
     fitted = config_kwargs(LaunchConfig, wanted)
-    if not fitted.has_shutdown_timeout:
-        grace_for_close(wanted["shutdown_timeout"])
     return LaunchConfig(**fitted.kwargs)
 
 
@@ -97,26 +94,3 @@ def logs_specs(log_dir: str):
 def signals_to_handle(config) -> str | None:
     """The signal list torch's launcher hands its workers (TORCHELASTIC_SIGNALS_TO_HANDLE); None where it hands none."""
     return getattr(config, "signals_to_handle", None)
-
-
-_close_grace = [30.0]
-_patch_lock = threading.Lock()
-
-
-def grace_for_close(grace: float) -> None:
-    """Make `grace` the default timeout of torch's PContext.close (for a torch whose LaunchConfig has no
-    shutdown_timeout). Later calls only change the value; torch's own explicit timeouts are left as they are."""
-    from torch.distributed.elastic.multiprocessing import api
-
-    _close_grace[0] = float(grace)
-    with _patch_lock:
-        original = api.PContext.close
-        if getattr(original, "_pai_launch_grace", False):
-            return
-
-        def close(self, death_sig=None, timeout=None):
-            return original(self, death_sig, int(_close_grace[0]) if timeout is None else timeout)
-
-        close._pai_launch_grace = True  # type: ignore[attr-defined]
-        close.__doc__ = original.__doc__
-        api.PContext.close = close

@@ -1,5 +1,7 @@
 """Checks that the script calls PerforatedAI by names its 3.x releases have: older tutorials and forks use the 1.x
-modules (`pb_globals`, `pb_utils`, ...) and `initialize_pai`, which fail at import or at the first call.
+modules (`pb_globals`, `pb_utils`, ...) and `initialize_pai`, which fail at import or at the first call. And that it
+calls none of the single-process demo API (`perforate_model(..., demo_mode=True)`, `initialize_dendrites`), which
+pai-launch's DDP ranks cannot run: the dendrites it adds are frozen when wrapped and never synchronised.
 
 The names are those of the perforatedai release pai-launch is tested with; doctor never imports the package.
 """
@@ -9,7 +11,10 @@ from __future__ import annotations
 import ast
 
 from pai_launch.doctor import names
-from pai_launch.doctor.flow import Flow
+from pai_launch.doctor.checks_setup import in_ddp
+from pai_launch.doctor.env import candidates
+from pai_launch.doctor.flow import Event, Flow
+from pai_launch.doctor.guards import is_turn
 from pai_launch.doctor.model import ERROR, WARNING, Finding
 
 #: perforatedai's modules (3.x).
@@ -64,4 +69,75 @@ def check_initialize_pai(flow: Flow) -> list[Finding]:
                     "call UPA.perforate_model(model) instead", first.path)]
 
 
-CHECKS = (check_legacy_modules, check_initialize_pai)
+DEMO_FIX = ("under pai-launch call UPA.perforate_model(model) without demo_mode and let the tracker add dendrites; "
+            "demo mode is for a single process")
+
+
+def _certain(event: Event) -> bool:
+    """An error only where doctor is sure a DDP rank gets here (a rank's turn in a loop over the ranks counts); a
+    warning under a condition it cannot read, or in the init run or a single-process branch only."""
+    return in_ddp(event) and event.surely_reached(lambda g: g.positive and is_turn(g.node.test, event.env))
+
+
+def _demo_values(event: Event) -> list[ast.AST]:
+    """What the call passes for demo_mode: the keyword, or the key of a readable **dict / dict(...) splat."""
+    call = event.node
+    values = [k.value for k in call.keywords if k.arg == "demo_mode"]
+    for splat in (k.value for k in call.keywords if k.arg is None):
+        for held, _scope in candidates(splat, event.env):
+            if isinstance(held, ast.Dict):
+                values += [v for k, v in zip(held.keys, held.values)
+                           if isinstance(k, ast.Constant) and k.value == "demo_mode"]
+            elif isinstance(held, ast.Call) and isinstance(held.func, ast.Name) and held.func.id == "dict":
+                values += [k.value for k in held.keywords if k.arg == "demo_mode"]
+    return values
+
+
+def _demo_mode(event: Event) -> bool | None:
+    """True: demo_mode is surely on; None: it may be (a value doctor cannot read, or True on one path only); False:
+    off, or not passed."""
+    held = [(value, scope) for given in _demo_values(event) for value, scope in candidates(given, event.env)]
+    if not held:
+        return False
+    truths = [value.value if isinstance(value, ast.Constant) and isinstance(value.value, bool) else None
+              for value, _scope in held]
+    if all(t is True for t in truths):
+        return True
+    return False if all(t is False for t in truths) else None
+
+
+def _by_call(events: list[Event]) -> list[list[Event]]:
+    """The events grouped by the call they are (a call in a helper is met once per path into it), in order."""
+    groups: dict[int, list[Event]] = {}
+    for event in events:
+        groups.setdefault(id(event.node), []).append(event)
+    return list(groups.values())
+
+
+def check_demo_mode(flow: Flow) -> list[Finding]:
+    """Each perforate_model call with demo_mode on (pai_launch.training.perforate_model hands its keywords on)."""
+    found = []
+    for events in _by_call(flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model"))):
+        demo = {_demo_mode(e) for e in events}
+        if demo == {False}:
+            continue
+        sure = True in demo and any(_certain(e) for e in events)
+        found.append(Finding("perforate-model-demo-mode", ERROR if sure else WARNING, events[0].line,
+                             "perforate_model(..., demo_mode=True) is PerforatedAI's single-process demo: under "
+                             "DDP its dendrites are frozen when wrapped and never synchronised between ranks",
+                             DEMO_FIX, events[0].path))
+    return found
+
+
+def check_initialize_dendrites(flow: Flow) -> list[Finding]:
+    found = []
+    for events in _by_call(flow.calls(lambda n: n == names.UTILS + "initialize_dendrites")):
+        sure = any(_certain(e) for e in events)
+        found.append(Finding("initialize-dendrites", ERROR if sure else WARNING, events[0].line,
+                             "UPA.initialize_dendrites is single-process only: under DDP the dendrites it adds "
+                             "are frozen when wrapped and never synchronised between ranks",
+                             "remove it; " + DEMO_FIX, events[0].path))
+    return found
+
+
+CHECKS = (check_legacy_modules, check_initialize_pai, check_demo_mode, check_initialize_dendrites)

@@ -1,0 +1,123 @@
+"""The run's grace on torch's own stop of a generation's workers, on every torch from 2.4 on.
+
+`LaunchConfig.shutdown_timeout` (torch 2.13 on) reaches only the stop of a run that torch ends itself (a signal, the
+end of `run()`). Wherever a call gives no timeout, torch stops a failed generation's surviving ranks with a fixed 30 s:
+
+- `PContext._poll` calls `close()` with its default (cold workers' SubprocessContext stops the survivors there);
+- `_stop_workers` calls `_shutdown()` with its default 30 s, which it hands on to close (a `_shutdown` that takes no
+  timeout, before 2.13, hands on none: close's default covers it);
+- warm workers' MultiprocessContext._poll joins torch.multiprocessing's ProcessContext, which SIGTERMs the others as
+  soon as one fails and SIGKILLs them 30 s later (a constant before 2.7; its grace_period would wait before the
+  SIGTERM too).
+
+`apply(grace)` makes the grace the default timeout of the first two and stops a failed warm rank's survivors itself,
+SIGTERM then SIGKILL after the grace, before torch's join gets to them; a timeout torch passes explicitly is kept.
+It patches the classes, so it runs in the agent process only (agent.generation, before torch starts the workers).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+
+_grace = [30.0]
+_patch_lock = threading.Lock()
+
+
+def grace_targets(pcontext: type, agent: type) -> tuple[tuple[type, str], ...]:
+    """The (class, method) pairs whose missing timeout must read as the grace: PContext.close always; the agent's
+    _shutdown where it takes a timeout (an older one passes none on to close, which close's default covers)."""
+    targets: tuple[tuple[type, str], ...] = ((pcontext, "close"),)
+    if "timeout" in inspect.signature(agent._shutdown).parameters:
+        targets += ((agent, "_shutdown"),)
+    return targets
+
+
+def with_timeout(signature: inspect.Signature, args: tuple, kwargs: dict, timeout) -> dict:
+    """`kwargs` with timeout=`timeout` added when the call (self first in `args`) gives none, by position or name;
+    unchanged for a call that does not fit the signature (torch's own error then says so)."""
+    try:
+        given = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return kwargs
+    if "timeout" in given:
+        return kwargs
+    return {**kwargs, "timeout": timeout}
+
+
+def first_failure(exitcodes: dict[int, int | None]) -> int | None:
+    """The local rank torch's join blames (the lowest that has exited, not with 0), or None while none has failed."""
+    failed = [rank for rank, code in exitcodes.items() if code is not None and code != 0]
+    return min(failed) if failed else None
+
+
+def _marked(function) -> bool:
+    return getattr(function, "_pai_launch_grace", False)
+
+
+def default_timeout(cls: type, name: str) -> None:
+    """Wrap `cls.name` so that a call without a timeout gets the grace (read at each call); once per method."""
+    original = getattr(cls, name)
+    if _marked(original):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def wrapped(*args, **kwargs):
+        return original(*args, **with_timeout(signature, args, kwargs, _grace[0]))
+
+    wrapped._pai_launch_grace = True  # type: ignore[attr-defined]
+    setattr(cls, name, wrapped)
+
+
+def stop_survivors(context, grace: float) -> None:
+    """Once a process of torch.multiprocessing's ProcessContext `context` has failed: SIGTERM the others, SIGKILL
+    those left after `grace`, and leave torch's join only the failed one to find (so it blames that rank, and finds
+    nobody left to stop)."""
+    pending = {index: context.processes[index] for index in context.sentinels.values()}
+    failed = first_failure({index: process.exitcode for index, process in pending.items()})
+    if failed is None:
+        return
+    alive = [process for process in context.processes if process.is_alive()]
+    for process in alive:
+        process.terminate()
+    deadline = time.monotonic() + grace
+    for process in alive:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in alive:
+        if process.is_alive():
+            process.kill()
+            process.join(grace)  # bounded: one stuck in the kernel must not wedge the agent
+    context.sentinels = {context.processes[failed].sentinel: failed}
+
+
+def _survivors_first(cls: type) -> None:
+    """Wrap `cls._poll` (MultiprocessContext's) to stop a failed rank's survivors with the grace before it joins."""
+    original = cls._poll
+    if _marked(original):
+        return
+
+    @functools.wraps(original)
+    def _poll(self):
+        context = getattr(self, "_pc", None)
+        if context is not None and hasattr(context, "sentinels") and hasattr(context, "processes"):
+            stop_survivors(context, _grace[0])
+        return original(self)
+
+    _poll._pai_launch_grace = True  # type: ignore[attr-defined]
+    cls._poll = _poll
+
+
+def apply(grace: float) -> None:
+    """Make `grace` what torch gives a stopping worker wherever it passes no timeout, in this process; later calls
+    only change the value."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing import api
+
+    _grace[0] = grace
+    with _patch_lock:
+        for cls, name in grace_targets(api.PContext, LocalElasticAgent):
+            default_timeout(cls, name)
+        _survivors_first(api.MultiprocessContext)
