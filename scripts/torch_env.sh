@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A virtual environment with another torch and Python, for the tier that runs pai-launch on the torches and Pythons
-# it supports (tests/compat): scripts/torch_env.sh TORCH TORCHVISION PYTHON, e.g. scripts/torch_env.sh 2.4.1 0.19.1 3.10
-# (TORCHVISION "-": none, for a torch that has no torchvision release yet).
+# it supports (tests/compat): scripts/torch_env.sh TORCH TORCHVISION PYTHON [test], e.g. scripts/torch_env.sh 2.4.1
+# 0.19.1 3.10 (TORCHVISION "-": none, for a torch that has no torchvision release yet; "test" adds the project's test
+# extra, for an environment whose own pytest runs the unit tier).
 #
 # It prints the environment's folder. The environment holds that torch, the torchvision made for it, perforatedai
 # and pai-launch's dependencies, at the versions in scripts/constraints/torch-TORCH-pyPYTHON.txt (written from the
@@ -14,11 +15,11 @@
 # Exit codes: 0 ready; 3 that Python is not installed (the message says how to get it); 1 the install failed.
 set -euo pipefail
 
-if [ $# -ne 3 ]; then
-    echo "usage: scripts/torch_env.sh TORCH TORCHVISION|- PYTHON   (e.g. 2.4.1 0.19.1 3.10)" >&2
+if [ $# -lt 3 ] || [ $# -gt 4 ] || { [ $# -eq 4 ] && [ "$4" != test ]; }; then
+    echo "usage: scripts/torch_env.sh TORCH TORCHVISION|- PYTHON [test]   (e.g. 2.4.1 0.19.1 3.10)" >&2
     exit 2
 fi
-torch_version=$1 torchvision_version=$2 python_version=$3
+torch_version=$1 torchvision_version=$2 python_version=$3 extra=${4:-}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${PAI_LAUNCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pai-launch}
 venv="$cache/venvs/torch-$torch_version-py$python_version"
@@ -37,7 +38,7 @@ find_python() {
 }
 
 fingerprint() {
-    { echo "$python_version $torch_version $torchvision_version"; cat "${BASH_SOURCE[0]}"
+    { echo "$python_version $torch_version $torchvision_version $extra"; cat "${BASH_SOURCE[0]}"
       if [ -f "$constraints" ]; then cat "$constraints"; fi; } | sha256sum | cut -d' ' -f1
 }
 
@@ -62,6 +63,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         "torch==$torch_version" "${vision[@]}" perforatedai==3.2.9 \
         psutil typer watchdog structlog prometheus_client \
         2> >(grep -v "^WARNING: Location" >&2)
+    if [ "$extra" = test ]; then
+        # The test extra's tools (pytest and its plugins, the schema and style checkers), torch held where it is.
+        "$venv/bin/python" -m pip freeze | grep -iE '^torch==' > "$venv/.torch-pin"
+        PIP_CONSTRAINT=/dev/null "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}" \
+            -c "$venv/.torch-pin" "$root[test]" 2> >(grep -v "^WARNING: Location" >&2)
+    fi
     if [ ! -f "$constraints" ]; then
         mkdir -p "$(dirname "$constraints")"
         { echo "# The versions scripts/torch_env.sh installs for torch $torch_version on Python $python_version."

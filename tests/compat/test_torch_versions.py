@@ -2,13 +2,15 @@
 
 Each environment (scripts/torch_env.sh: that torch's CUDA build from the registry, which runs on the CPU, with the
 torchvision made for it and perforatedai) runs the tiers users meet first, through pai-launch installed from this
-checkout: the real perforatedai example end to end, cold and warm, and the signal and crash-recovery process tests.
-They are this suite's own test files, run by a pytest of their own with PAI_TEST_PYTHON pointing at the
-environment's interpreter (tests/helpers.PYTHON); their report is read from its JUnit XML.
+checkout: the real example end to end (cold, warm and in process), the signal, crash-recovery and teardown-grace
+process tests. They are this suite's own test files, run by a pytest of their own with PAI_TEST_PYTHON pointing at
+the environment's interpreter (tests/helpers.PYTHON); their report is read from its JUnit XML.
 
 The floor is torch 2.4 (what pyproject.toml claims) on the oldest Python perforatedai ships wheels for (3.10); the
-middle is torch 2.7.1, the Dockerfile's default base, on the newest (3.12). The project's own environment (torch 2.13
-on Python 3.11) runs every tier anyway.
+middle is torch 2.7.1, the Dockerfile's default base, on the newest (3.12); the top is the newest torch (2.15.0, what
+a user who installs today gets; it has no torchvision release yet), on 3.12. The newest also runs the unit tier in
+its own interpreter (its pytest, with the test extra installed), where torch is imported in the test process itself.
+The project's own environment (torch 2.13 on Python 3.11) runs every tier anyway.
 """
 
 from __future__ import annotations
@@ -41,18 +43,22 @@ class TorchEnv:
     torch: str
     torchvision: str
     python: str
+    #: Test files the environment's own interpreter runs (its pytest imports that torch): the unit tier.
+    own_tier: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"torch{self.torch}-py{self.python}"
 
 
-ENVIRONMENTS = (TorchEnv("2.4.1", "0.19.1", "3.10"), TorchEnv("2.7.1", "0.22.1", "3.12"))
+ENVIRONMENTS = (TorchEnv("2.4.1", "0.19.1", "3.10"), TorchEnv("2.7.1", "0.22.1", "3.12"),
+                TorchEnv("2.15.0", "-", "3.12", own_tier=("tests/unit",)))
 
 
 def prepared(env: TorchEnv) -> Path:
     """The environment's folder (installed on first use, then kept by version); skip when its Python is missing."""
-    done = subprocess.run([str(REPO / "scripts" / "torch_env.sh"), env.torch, env.torchvision, env.python],
+    extra = ["test"] if env.own_tier else []
+    done = subprocess.run([str(REPO / "scripts" / "torch_env.sh"), env.torch, env.torchvision, env.python, *extra],
                           capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
     if done.returncode == NO_PYTHON:
         pytest.skip(done.stderr.strip().splitlines()[-1])
@@ -61,7 +67,8 @@ def prepared(env: TorchEnv) -> Path:
 
 
 def interpreter_versions(python: Path) -> list[str]:
-    probe = "import sys, torch, torchvision; print(torch.__version__, torchvision.__version__, *sys.version_info[:2])"
+    probe = ("import sys, torch\ntry:\n    import torchvision\n    vision = torchvision.__version__\n"
+             "except ImportError:\n    vision = '-'\nprint(torch.__version__, vision, *sys.version_info[:2])")
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.split()
@@ -73,7 +80,21 @@ def junit_counts(path: Path) -> dict[str, int]:
     return {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
 
 
-@pytest.mark.timeout(INSTALL_TIMEOUT_S + TIER_TIMEOUT_S + 120)
+def run_tier(python: Path, files: tuple[str, ...], env: dict[str, str], workdir: Path, name: str) -> dict[str, int]:
+    """`python -m pytest FILES` from the checkout, asserted green; its JUnit counts."""
+    report = workdir / f"{name}.xml"
+    with open(workdir / f"{name}.log", "w") as log:
+        done = subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra",
+                               f"--junitxml={report}", *files], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+                              stdout=log, stderr=subprocess.STDOUT, timeout=TIER_TIMEOUT_S)
+    output = (workdir / f"{name}.log").read_text(errors="replace")
+    assert done.returncode == 0, f"the {name} tier failed:\n{output[-8000:]}"
+    counts = junit_counts(report)
+    assert counts["failures"] == counts["errors"] == counts["skipped"] == 0, (counts, output[-4000:])
+    return counts
+
+
+@pytest.mark.timeout(INSTALL_TIMEOUT_S + 2 * TIER_TIMEOUT_S + 120)
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=lambda env: env.name)
 def test_the_example_signals_and_crash_recovery_pass_on_another_torch_and_python(env, tmp_path):
     venv = prepared(env)
@@ -81,15 +102,14 @@ def test_the_example_signals_and_crash_recovery_pass_on_another_torch_and_python
     torch_version, torchvision_version, major, minor = interpreter_versions(python)
     assert torch_version.split("+")[0] == env.torch and torchvision_version.split("+")[0] == env.torchvision
     assert f"{major}.{minor}" == env.python
-    report = tmp_path / "junit.xml"
     run_env = {**os.environ, "PAI_TEST_PYTHON": str(python), "PAI_TEST_EXPECT_TORCH": env.torch}
-    with open(tmp_path / "tier.log", "w") as log:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra",
-                               f"--junitxml={report}", *TIER], cwd=REPO, env=run_env, stdin=subprocess.DEVNULL,
-                              stdout=log, stderr=subprocess.STDOUT, timeout=TIER_TIMEOUT_S)
-    output = (tmp_path / "tier.log").read_text(errors="replace")
-    assert done.returncode == 0, f"the tier failed on {env.name}:\n{output[-8000:]}"
-    counts = junit_counts(report)
-    assert counts["failures"] == counts["errors"] == counts["skipped"] == 0, (counts, output[-4000:])
-    assert counts["tests"] >= 25, counts  # every test of the three files ran (30 at the time of writing)
+    counts = run_tier(Path(sys.executable), TIER, run_env, tmp_path, "tier")
+    assert counts["tests"] >= 30, counts  # every test of the files ran (39 at the time of writing)
     print(f"{env.name}: {counts['tests']} passed")
+    if env.own_tier:
+        # Its own pytest, the checkout's code first: torch is that environment's in the test process too.
+        paths = os.pathsep.join([str(REPO / "supervisor"), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+        own_env = {**run_env, "PYTHONPATH": paths}
+        own = run_tier(python, env.own_tier, own_env, tmp_path, "own")
+        assert own["tests"] >= 1000, own  # the whole unit tier ran
+        print(f"{env.name}: its own pytest, {own['tests']} passed")

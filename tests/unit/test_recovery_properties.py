@@ -76,6 +76,8 @@ class RecoveryHistories(RuleBasedStateMachine):
             if self.policy.max_failures >= 2 and not self.marker and not event.complete:
                 assert not ended or after.quarantined > 0, f"the invocation's first failure was not retried: {after.reason}"
                 assert ended or any(isinstance(a, ScheduleRetry) for a in actions)
+        if any(isinstance(a, ScheduleRetry) for a in actions):
+            self.failed_once = True  # a stall stopped and retried counts too: a later failure is not the first
         self.state = after
 
     def check_evidence(self, name: str) -> None:
