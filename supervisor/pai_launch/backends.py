@@ -31,3 +31,23 @@ def group_kind(group: object) -> str | None:
     except Exception:  # noqa: BLE001 - no CUDA backend on this group, or a torch without the call
         return None
     return type(backend).__name__
+
+
+def _release(version: str) -> tuple[int, int]:
+    parts = (version.split("+")[0].split(".") + ["0", "0"])[:2]
+    return int("".join(c for c in parts[0] if c.isdigit()) or 0), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+
+
+def nccl_meaning(torch_version: str, use_nccl2: str | None) -> str:
+    """What the backend name `nccl` builds on this torch with this TORCH_DIST_USE_NCCL2: NCCL2 by default from 2.15
+    (0 rolls back), only when asked for on 2.14 (1), the one NCCL before that."""
+    release = _release(torch_version)
+    if release >= (2, 15):
+        if use_nccl2 == "0":
+            return "ProcessGroupNCCL (TORCH_DIST_USE_NCCL2=0; NCCL2 is this torch's default)"
+        return "ProcessGroupNCCL2 (this torch's default; TORCH_DIST_USE_NCCL2=0 rolls back to ProcessGroupNCCL)"
+    if release >= (2, 14):
+        if use_nccl2 == "1":
+            return "ProcessGroupNCCL2 (TORCH_DIST_USE_NCCL2=1; ProcessGroupNCCL is this torch's default)"
+        return "ProcessGroupNCCL (this torch's default; TORCH_DIST_USE_NCCL2=1 tries NCCL2)"
+    return "ProcessGroupNCCL"

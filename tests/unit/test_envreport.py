@@ -85,6 +85,7 @@ def test_the_text_shows_cuda_the_gpus_and_the_limits():
     assert shown["gpus (torch)"] == "0: NVIDIA H100, 80.0 GiB, compute 9.0"
     assert "1: NVIDIA H100, 80.0 GiB, compute 9.0" in text
     assert shown["distributed"] == "nccl yes, gloo yes"
+    assert shown["nccl means"] == "ProcessGroupNCCL"
     assert (shown["CUDA_VISIBLE_DEVICES"], shown["gpus visible"]) == ("0,1", "0,1")
     assert shown["gpus (driver)"] == "8, driver 550.54.15"
     assert shown["cpu cores"] == "16 usable of 64; cgroup limit 16 core(s)"
@@ -398,3 +399,11 @@ def test_cgroup_v1_limits_and_a_container_whose_path_is_the_hosts(tmp_path):
 
 def test_no_control_groups_means_no_limits(tmp_path):
     assert cgroups.limits(tmp_path / "none", tmp_path / "missing") == cgroups.Limits(None, None)
+
+
+def test_on_torch_2_15_the_report_says_nccl_is_nccl2_and_how_to_roll_back():
+    facts = {**FACTS, "torch": {**FACTS["torch"], "version": "2.15.0+cu132"}}
+    assert lines_of(render.render_text(facts))["nccl means"].startswith("ProcessGroupNCCL2 (this torch's default; "
+                                                                         "TORCH_DIST_USE_NCCL2=0")
+    rolled_back = {**facts, "torch": {**facts["torch"], "use_nccl2": "0"}}
+    assert lines_of(render.render_text(rolled_back))["nccl means"].startswith("ProcessGroupNCCL (TORCH_DIST_USE_NCCL2=0")

@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "store": {"wire", "savefmt", "linux", "store"},
     "doctor": {"doctor"},
     "status": {"wire", "savefmt", "status"},
-    "envreport": {"linux", "envreport"},
+    "envreport": {"linux", "envreport", "backends"},
     "entry": {"cli", "core", "supervise"},
     "__main__": {"entry"},
     "torchrun": {"entry"},

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import platform
 import sys
 
@@ -56,6 +57,7 @@ def torch_facts(torch) -> dict:
         except Exception as exc:  # noqa: BLE001 - a driver that fails is what the report is for
             facts["gpus_error"] = _error(exc)
     facts["distributed"] = {name: bool(_answer(check)) for name, check in _backends(torch).items()}
+    facts["use_nccl2"] = os.environ.get("TORCH_DIST_USE_NCCL2")
     return facts
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from pai_launch import backends
+
 GIB = 1024**3
 #: A Slurm job's hosts named before "...": enough to see the rendezvous host and the list's shape.
 SHOWN_HOSTS = 4
@@ -84,6 +86,8 @@ def _gpus(facts: dict) -> list[tuple[str, str]]:
         distributed = torch.get("distributed") or {}
         pairs.append(("distributed", "not available" if not distributed.get("available") else
                       ", ".join(f"{name} {'yes' if distributed.get(name) else 'no'}" for name in ("nccl", "gloo"))))
+        if distributed.get("nccl"):
+            pairs.append(("nccl means", backends.nccl_meaning(torch["version"], torch.get("use_nccl2"))))
     visible = gpus["cuda_visible_devices"]
     driver = f", driver {gpus['driver_version']}" if gpus.get("driver_version") else ""
     pairs += [
