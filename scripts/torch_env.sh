@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # A virtual environment with another torch and Python, for the tier that runs pai-launch on the torches and Pythons
 # it supports (tests/compat): scripts/torch_env.sh TORCH TORCHVISION PYTHON [test], e.g. scripts/torch_env.sh 2.4.1
-# 0.19.1 3.10 (TORCHVISION "-": none, for a torch that has no torchvision release yet; "test" adds the project's test
-# extra, for an environment whose own pytest runs the unit tier).
+# 0.19.1 3.10 ("test" adds the project's test extra, for an environment whose own pytest runs the unit tier).
 #
 # It prints the environment's folder. The environment holds that torch, the torchvision made for it, perforatedai
 # and pai-launch's dependencies, at the versions in scripts/constraints/torch-TORCH-pyPYTHON.txt (written from the
@@ -16,7 +15,7 @@
 set -euo pipefail
 
 if [ $# -lt 3 ] || [ $# -gt 4 ] || { [ $# -eq 4 ] && [ "$4" != test ]; }; then
-    echo "usage: scripts/torch_env.sh TORCH TORCHVISION|- PYTHON [test]   (e.g. 2.4.1 0.19.1 3.10)" >&2
+    echo "usage: scripts/torch_env.sh TORCH TORCHVISION PYTHON [test]   (e.g. 2.4.1 0.19.1 3.10)" >&2
     exit 2
 fi
 torch_version=$1 torchvision_version=$2 python_version=$3 extra=${4:-}
@@ -56,11 +55,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "$python" -m venv "$venv"
     pins=()
     if [ -f "$constraints" ]; then pins=(-c "$constraints"); fi
-    vision=()
-    if [ "$torchvision_version" != "-" ]; then vision=("torchvision==$torchvision_version"); fi
     # torch, torchvision and perforatedai in one command, so pip cannot take another torch for torchvision.
     PIP_CONSTRAINT=/dev/null "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}" \
-        "torch==$torch_version" "${vision[@]}" perforatedai==3.2.9 \
+        "torch==$torch_version" "torchvision==$torchvision_version" perforatedai==3.2.9 \
         psutil typer watchdog structlog prometheus_client \
         2> >(grep -v "^WARNING: Location" >&2)
     if [ "$extra" = test ]; then

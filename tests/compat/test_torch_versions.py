@@ -7,10 +7,10 @@ process tests. They are this suite's own test files, run by a pytest of their ow
 the environment's interpreter (tests/helpers.PYTHON); their report is read from its JUnit XML.
 
 The floor is torch 2.4 (what pyproject.toml claims) on the oldest Python perforatedai ships wheels for (3.10); the
-middle is torch 2.7.1, the Dockerfile's default base, on the newest (3.12); the top is the newest torch (2.15.0, what
-a user who installs today gets; it has no torchvision release yet), on 3.12. The newest also runs the unit tier in
-its own interpreter (its pytest, with the test extra installed), where torch is imported in the test process itself.
-The project's own environment (torch 2.13 on Python 3.11) runs every tier anyway.
+middle is torch 2.7.1, the Dockerfile's default base, on the newest (3.12); the top is the newest torch, 2.15.0 (what
+a user who installs today gets, with the torchvision 0.29.2 pip gives it), on 3.12. The newest also runs the unit
+tier in its own interpreter (its pytest, with the test extra installed), where torch is imported in the test process
+itself. The project's own environment (torch 2.13 on Python 3.11) runs every tier anyway.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class TorchEnv:
 
 
 ENVIRONMENTS = (TorchEnv("2.4.1", "0.19.1", "3.10"), TorchEnv("2.7.1", "0.22.1", "3.12"),
-                TorchEnv("2.15.0", "-", "3.12", own_tier=("tests/unit",)))
+                TorchEnv("2.15.0", "0.29.2", "3.12", own_tier=("tests/unit",)))
 
 
 def prepared(env: TorchEnv) -> Path:
@@ -67,8 +67,7 @@ def prepared(env: TorchEnv) -> Path:
 
 
 def interpreter_versions(python: Path) -> list[str]:
-    probe = ("import sys, torch\ntry:\n    import torchvision\n    vision = torchvision.__version__\n"
-             "except ImportError:\n    vision = '-'\nprint(torch.__version__, vision, *sys.version_info[:2])")
+    probe = "import sys, torch, torchvision; print(torch.__version__, torchvision.__version__, *sys.version_info[:2])"
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.split()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import types
@@ -185,18 +184,20 @@ def test_load_newest_loads_the_newest_whole_switch_or_leaves_the_model(tmp_path,
     assert "switch_4.pt" in out and f"{tmp_path}/switch_2.pt" in out
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def gloo_pair(tmp_path_factory):
-    """tests/unit/training_helpers_worker.py run as both ranks of a gloo group: (exit codes, log lines, results)."""
+    """tests/unit/training_helpers_worker.py run as both ranks of a gloo group: (exit codes, log lines, results).
+
+    The group's store is this process's, as torchrun's and pai-launch's agent hosts it: one that rank 0 hosted went
+    with rank 0's exit, and on torch 2.15 a rank 1 still tearing its group down aborted ("terminate called without an
+    active exception")."""
+    import torch.distributed as dist
+
     out = tmp_path_factory.mktemp("gloo-pair")
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(SUPERVISOR)]), "TRAINING_TEST_OUT": str(out),
-           "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
+           "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "OMP_NUM_THREADS": "1",
+           "TORCHELASTIC_USE_AGENT_STORE": "True"}
     procs = [subprocess.Popen([sys.executable, str(HERE / "training_helpers_worker.py")], cwd=out,
                               env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
@@ -208,6 +209,7 @@ def gloo_pair(tmp_path_factory):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    del store
     codes = [proc.returncode for proc in procs]
     assert codes == [0, 0], "\n".join(outputs)
     results = [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
