@@ -1,20 +1,25 @@
 """doctor on any input: what is not a regular file, too large, a symlink loop, unreadable or binary is one line and
 exit 2, in bounded time and memory (never opened, or read with a bounded read); a project file it imports that is
-such is skipped with a note; and a check given a deadline gives up past it."""
+such is skipped with a note; and a launch's own check gives up after its time budget and the launch goes on."""
 
 from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
+import queue
+import sys
 from pathlib import Path
 
 import pytest
 
-from pai_launch.cli import tools
+from pai_launch.cli import startup, tools
+from pai_launch.core.spec import LaunchSpec
 from pai_launch.doctor import source
 from pai_launch.doctor.budget import Deadline, OutOfTime
 from pai_launch.doctor.diagnose import check_script, render_text
+from pai_launch.wire import log_events
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -151,3 +156,31 @@ def test_the_budget_gives_up_between_statements_on_a_fake_clock():
     assert next(ticks) == 26  # asked again and again, and stopped at the first check past the budget
     frozen = Deadline(25, clock=lambda: 0.0)
     assert check_script(GOOD, deadline=frozen).findings == ()  # a clock that never moves: the whole check runs
+
+
+def _launch_spec(tmp_path: Path) -> LaunchSpec:
+    (tmp_path / "train.py").write_text(GOOD.read_text())
+    return LaunchSpec(script=Path("train.py"), workdir=tmp_path, python=sys.executable, dry_run=True,
+                      log_format="json")
+
+
+def test_the_launchs_check_gives_up_in_one_warning_and_the_spec_goes_on(tmp_path):
+    spec, notes = startup.check_script(_launch_spec(tmp_path), deadline=Deadline(0))
+    assert [event for event, _fields in notes] == [log_events.SCRIPT_CHECK_GAVE_UP]
+    fields = notes[0][1]
+    assert fields["script"] == "train.py" and fields["budget_s"] == 0
+    assert "doctor gave up after 0 s" in fields["hint"] and "starting anyway" in fields["hint"]
+    assert "pai-launch doctor train.py" in fields["hint"]
+    assert spec.resume_from == "switch"  # the default, with no stage read
+
+
+def test_a_launch_whose_check_runs_out_of_time_still_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(startup, "DOCTOR_BUDGET_S", 0.0)
+    code = startup.launch_run(_launch_spec(tmp_path), {}, (), queue.SimpleQueue())
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    gave_up = [e for e in events if e["event"] == "script_check_gave_up"]
+    assert len(gave_up) == 1 and gave_up[0]["level"] == "warning", err
+    assert "--perforate_model_parallel" in out  # the dry run's plan: the launch went on
