@@ -94,6 +94,12 @@ MUTATIONS: dict[str, tuple[str, str]] = {
         'GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, {})\n',
         'optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n',
     ),
+    # turns the dendrite capacity test off after perforate_model took its settings (a runaway)
+    'capacity_test_late': (
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n'
+        'GPA.pc.set_testing_dendrite_capacity(False)\n',
+    ),
     # confirms the configuration after perforate_model
     'prompts_late': (
         'GPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',

@@ -79,6 +79,7 @@ ONE_PER_CHECK = {
     "prompts_missing": [("prompt-configuration-confirmed", "error", None),  # SGD without weight decay: no prompt
                         ("prompt-unwrapped-modules", "warning", None)],
     "prompts_late": [("prompt-configuration-confirmed", "error", "set_configuration_confirmed(True)")],
+    "capacity_test_late": [("testing-dendrite-capacity-late", "error", "set_testing_dendrite_capacity(False)")],
     "init_process_group": [("init-process-group-unguarded", "error", "dist.init_process_group(")],
     "ddp_wrapper_discarded": [("ddp-wrapper-discarded", "warning", "model = model.module")],
     "resume_latest": [("resume-from-latest", "warning", '"latest"')],
@@ -562,3 +563,39 @@ def test_initialize_dendrites_under_a_condition_doctor_cannot_read_is_a_warning(
     script = variant(tmp_path, (PERFORATE, PERFORATE + "if args.demo:\n    UPA.initialize_dendrites(model, x)\n"))
     found = [(f.id, f.severity) for f in check_script(script).findings]
     assert found == [("initialize-dendrites", "warning")]
+
+
+CAPACITY_OFF = "GPA.pc.set_testing_dendrite_capacity(False)\n"
+PROMPTS = "GPA.pc.set_weight_decay_accepted(True)\n"
+AS_HELPER = "import pai_launch.training as pt\n"
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ([], None),  # never turned off: PerforatedAI's own capacity test, which ends by itself
+    ([(PROMPTS, PROMPTS + CAPACITY_OFF)], None),
+    ([(PROMPTS, PROMPTS + AS_HELPER + "pt.configure_without_prompts(testing_dendrite_capacity=False)\n")], None),
+    ([(PROMPTS, PROMPTS + CAPACITY_OFF), (PERFORATE, PERFORATE + CAPACITY_OFF)], None),  # already off before
+    ([(PERFORATE, PERFORATE + "GPA.pc.set_testing_dendrite_capacity(True)\n")], None),  # a test on purpose
+    ([(PERFORATE, PERFORATE + "OFF = False\nGPA.pc.set_testing_dendrite_capacity(OFF)\n")], "error"),
+    ([(PERFORATE, PERFORATE + AS_HELPER + "pt.configure_without_prompts(testing_dendrite_capacity=False)\n")],
+     "error"),
+    ([(PERFORATE, PERFORATE + "if args.real_run:\n    " + CAPACITY_OFF)], "warning"),  # a condition unread
+    ([(PERFORATE, PERFORATE + "\n\ndef settings():\n    " + CAPACITY_OFF + "\n\n")], "warning"),  # never called
+    ([(PERFORATE, "if init_run:\n    " + PERFORATE + "else:\n    " + CAPACITY_OFF)], None),  # never both
+], ids=["never", "before", "helper-before", "before-and-after", "true-after", "variable-after", "helper-after",
+        "after-under-a-condition", "after-in-a-function-walked-alone", "exclusive-branches"])
+def test_the_capacity_test_turned_off_after_perforate_model(tmp_path, changes, expected):
+    """perforate_model takes the capacity test's settings (1000 dendrites, a switch every epoch): turned off only
+    afterwards, nothing stops the run."""
+    script = variant(tmp_path, *changes)
+    report = check_script(script)
+    found = [(f.id, f.severity, f.line) for f in report.findings]
+    if expected is None:
+        assert found == [], render_text(report)
+        return
+    line = max(n for n, text in enumerate(script.read_text().splitlines(), 1) if "testing_dendrite_capacity" in text)
+    assert found == [("testing-dendrite-capacity-late", expected, line)], render_text(report)
+    finding = report.findings[0]
+    assert f"after perforate_model (line {line_of(script, 'UPA.perforate_model(')})" in finding.message
+    assert "configure_without_prompts(testing_dendrite_capacity=False)" in finding.fix
+    assert "\n" not in finding.message + finding.fix

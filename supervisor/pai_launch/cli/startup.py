@@ -11,11 +11,16 @@ import time
 from pai_launch.cli import scriptfile
 from pai_launch.core import exitcodes
 from pai_launch.core.spec import MODULE, LaunchSpec
+from pai_launch.doctor.budget import Deadline, OutOfTime
 from pai_launch.linux import capacity
 from pai_launch.savefmt import adoptions, savedir
 from pai_launch.supervise import logs, plan
 from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
+
+#: How long the script check before a start may take: the corpus's largest project takes 0.2 s, and a launch must
+#: never wait long on a check whose findings are only warnings (`pai-launch doctor` itself has no limit).
+DOCTOR_BUDGET_S = 5.0
 
 
 def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue,
@@ -64,25 +69,31 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
         return exc.exit_code
 
 
-def check_script(spec: LaunchSpec) -> tuple[LaunchSpec, list[tuple[str, dict]]]:
+def check_script(spec: LaunchSpec, deadline: Deadline | None = None) -> tuple[LaunchSpec, list[tuple[str, dict]]]:
     """Run doctor on the script (unless --no-doctor): its errors become warnings for the run's log, never a reason not
-    to start. Returns the spec with --resume-from settled (as given, else the stage doctor read, else switch) and the
-    warnings, as (event, fields)."""
+    to start; nor is a check that runs out of `deadline` (DOCTOR_BUDGET_S from now). Returns the spec with
+    --resume-from settled (as given, else the stage doctor read, else switch) and the warnings, as (event, fields)."""
     stage, notes = None, []
     if spec.doctor:
-        stage, notes = _doctor_notes(spec)
+        stage, notes = _doctor_notes(spec, deadline or Deadline(DOCTOR_BUDGET_S))
     return dataclasses.replace(spec, resume_from=spec.resume_from or stage or "switch"), notes
 
 
-def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]:
+def _doctor_notes(spec: LaunchSpec, deadline: Deadline) -> tuple[str | None, list[tuple[str, dict]]]:
     """Doctor reads the Python file the run starts in: a module's file; nothing for a program that is not Python."""
     script = scriptfile.python_file(spec)
     if script is None:
         return None, []
+    details = f"pai-launch doctor {script if spec.runs_as == MODULE else plan.script_arg(spec)}"
     try:
         from pai_launch.doctor import diagnose
 
-        report = diagnose.check_script(script, expected_save_name=spec.save_name)
+        report = diagnose.check_script(script, expected_save_name=spec.save_name, deadline=deadline)
+    except OutOfTime as exc:
+        return None, [(log_events.SCRIPT_CHECK_GAVE_UP, {
+            "script": str(spec.script), "budget_s": deadline.seconds,
+            "hint": f"{exc}: the script and the files it imports take longer to check than a start waits; starting "
+                    f"anyway, unchecked (details, with no time limit: {details}; --no-doctor skips the check)"})]
     except Exception as exc:  # noqa: BLE001 - whatever goes wrong in the checker, the run still starts
         if type(exc).__name__ == "DoctorError":  # the script cannot be read or parsed
             return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc), "hint": "the script will likely fail to start"})]
@@ -94,5 +105,5 @@ def _doctor_notes(spec: LaunchSpec) -> tuple[str | None, list[tuple[str, dict]]]
     if errors:
         notes.append((log_events.SCRIPT_CHECK, {
             "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),
-            "hint": f"details: pai-launch doctor {script if spec.runs_as == MODULE else plan.script_arg(spec)}; starting anyway (--no-doctor skips the check)"}))
+            "hint": f"details: {details}; starting anyway (--no-doctor skips the check)"}))
     return report.resume_stage, notes

@@ -3,7 +3,7 @@ it gets wrong, with the line and the fix, before hours of GPU time find it out.
 
 The script, and the project files it imports (doctor_project), are parsed with `ast`; torch and perforatedai are
 never imported. check_script() gives a Report, exit_code() its exit status, render_text() / render_json() its two
-outputs.
+outputs. A launch passes a Deadline (doctor.budget): past it, check_script raises OutOfTime.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from pathlib import Path
 from pai_launch.doctor import checks_api, checks_loop, checks_rewrap, checks_setup
 from pai_launch.doctor import names as doctor_names
 from pai_launch.doctor import save as doctor_save
+from pai_launch.doctor.budget import UNLIMITED, Deadline, OutOfTime
 from pai_launch.doctor.model import ERROR, WARNING, DoctorError, Finding, Report
 from pai_launch.doctor.project import Project
 from pai_launch.doctor.walker import walk
 
-__all__ = ["EXIT_PARSE_ERROR", "DoctorError", "Finding", "Report", "check_script", "exit_code", "render_json",
-           "render_text"]
+__all__ = ["EXIT_PARSE_ERROR", "Deadline", "DoctorError", "Finding", "OutOfTime", "Report", "check_script", "exit_code",
+           "render_json", "render_text"]
 
 EXIT_PARSE_ERROR = 2  # the script could not be read or parsed
 SHOWN_FILES = 8  # the other files read, named in the text output (JSON names them all)
@@ -30,25 +31,33 @@ NOT_PAI = Finding("not-perforatedai", WARNING, None,
                   "check the training script itself (from perforatedai import utils_perforatedai as UPA)")
 
 
-def check_script(path: str | Path, *, expected_save_name: str | None = None) -> Report:
+def check_script(path: str | Path, *, expected_save_name: str | None = None, deadline: Deadline = UNLIMITED) -> Report:
     """The findings for one script. `expected_save_name`: pai-launch's --save-name; a readable save folder that
-    differs is a finding. Raises DoctorError when the script cannot be read or parsed."""
-    project = Project(path)
+    differs is a finding. Raises DoctorError when the script cannot be read or parsed (a project file it imports
+    that cannot be read is skipped, with a note), OutOfTime once `deadline` passes."""
+    project = Project(path, deadline)
     flow = walk(project)
     files = tuple(m.shown for m in flow.modules[1:])
     unresolved = tuple(flow.unresolved)
+    skipped = _skipped(project)
     if not (doctor_names.uses_module(flow.imports, "perforatedai")
             or doctor_names.uses_module(flow.imports, "pai_launch.training")):
-        return Report(str(path), (NOT_PAI,), None, None, files, unresolved)
+        return Report(str(path), (NOT_PAI,), None, None, files, unresolved, skipped)
     findings: list[Finding] = []
     for check in (checks_api.CHECKS + checks_setup.CHECKS + checks_loop.CHECKS + checks_rewrap.CHECKS
                   + doctor_save.CHECKS):
+        deadline.check()
         findings.extend(check(flow))
     findings.extend(doctor_save.check_save_name(flow, expected_save_name))
     order = {m.shown: n for n, m in enumerate(flow.modules)}
     findings.sort(key=lambda f: (f.line is not None, order.get(f.path or "", 0), f.line or 0))
     return Report(str(path), tuple(findings), doctor_save.save_name(flow)[0], doctor_save.resume_stage(flow), files,
-                  unresolved, _notes(flow, len(files) + 1))
+                  unresolved, skipped + _notes(flow, len(files) + 1))
+
+
+def _skipped(project: Project) -> tuple[str, ...]:
+    """A note for each file the imports reach that could not be read at all: the checks ran without it."""
+    return tuple(f"skipped {why}" for why in project.skipped.values())
 
 
 def _notes(flow, files: int) -> tuple[str, ...]:

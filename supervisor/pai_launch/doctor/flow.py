@@ -9,6 +9,7 @@ import ast
 from dataclasses import dataclass, field
 
 from pai_launch.doctor import names
+from pai_launch.doctor.budget import UNLIMITED, Deadline
 from pai_launch.doctor.env import Env, name_in
 from pai_launch.doctor.guards import NOTHING, Meaning, is_script_main, is_turn
 from pai_launch.doctor.model import Unresolved
@@ -78,7 +79,8 @@ class Event:
 @dataclass
 class Flow:
     """The walk's result: the events in order, the files read, every import (local name -> dotted, all files), the
-    argparse options (dest -> default), the string constants, and the calls it could not see into."""
+    argparse options (dest -> default), the string constants, and the calls it could not see into; and the check's
+    deadline, which every search of the events asks."""
 
     modules: list[Module]
     imports: dict[str, str]
@@ -86,12 +88,14 @@ class Flow:
     options: dict[str, object] = field(default_factory=dict)
     strings: set[str] = field(default_factory=set)
     unresolved: list[Unresolved] = field(default_factory=list)
+    deadline: Deadline = field(default=UNLIMITED, repr=False, compare=False)
 
     def name_of(self, expr: ast.AST, env: Env | None = None) -> str | None:
         """The dotted name of `expr`, with the imports of the file `env` belongs to (the entry script's without)."""
         return name_in(expr, env) if env is not None else names.dotted(expr, self.modules[0].imports)
 
     def calls(self, predicate) -> list[Event]:
+        self.deadline.check()
         return [e for e in self.events if e.kind == "call" and predicate(e.name)]
 
     def taken_in_turn(self, event: Event) -> bool:

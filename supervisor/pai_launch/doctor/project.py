@@ -4,7 +4,9 @@ model package's `perforate_model` wrapper) are read as the script's code and not
 A module resolves when it is a file (or a package's `__init__.py`) under the script's folder, under a `sys.path`
 entry the script adds in a way readable without running it (`sys.path.insert(0, 'src')`,
 `sys.path.append(os.path.dirname(__file__) + '/..')`, `Path(__file__).parent.parent`), or relative to the importing
-file (`from .utils import setup`). Each file is parsed once; one that cannot be parsed is left out and said why.
+file (`from .utils import setup`). Each file is parsed once; one that cannot be parsed is left out and said why, and one
+that cannot be read at all (doctor.source: not a regular file, too large, binary) is skipped with a note, never a
+reason to stop: only the script itself must be readable.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pai_launch.doctor import names
+from pai_launch.doctor.budget import UNLIMITED, Deadline
 from pai_launch.doctor.model import DoctorError
-from pai_launch.doctor.source import parse_script
+from pai_launch.doctor.source import Unreadable, os_problem, parse_script, refusal
 
 MAX_FOLLOW = 6  # re-exports followed (`utils/__init__.py: from .ddp import setup`)
 
@@ -48,15 +51,18 @@ class Module:
 class Project:
     """The entry script and the files of the project its imports reach, each parsed once."""
 
-    def __init__(self, script: str | Path):
+    def __init__(self, script: str | Path, deadline: Deadline = UNLIMITED):
         self.script = Path(script)
-        self.folder = self.script.resolve().parent
-        self.entry = self._module("__main__", self.script.resolve(), str(script), parse_script(script))
+        self.deadline = deadline
+        tree = parse_script(script)  # first: a path that cannot be read is refused before anything else looks at it
+        self.folder = real(self.script).parent
+        self.entry = self._module("__main__", real(self.script), str(script), tree)
         self.roots = [self.folder] + [p for p in added_paths(self.entry.tree, self.folder) if p != self.folder]
         self.by_path: dict[Path, Module] = {self.entry.path: self.entry}
         self.by_name: dict[str, Module] = {}
         self.broken: dict[str, str] = {}  # dotted module -> why it could not be read
         self.missing: set[str] = set()  # dotted names no file of the project is
+        self.skipped: dict[str, str] = {}  # a file the imports reach that cannot be read -> why (one line)
         self._add_relative_imports(self.entry)
 
     def _module(self, name: str, path: Path, shown: str, tree: ast.Module) -> Module:
@@ -72,14 +78,17 @@ class Project:
         return os.path.relpath(path)
 
     def _load(self, name: str, path: Path) -> Module | None:
-        path = path.resolve()
+        path = real(path)
         if path in self.by_path:
             self.by_name.setdefault(name, self.by_path[path])
             return self.by_path[path]
+        self.deadline.check()
         try:
             tree = parse_script(path)
         except DoctorError as exc:
             self.broken[name] = str(exc)
+            if isinstance(exc, Unreadable):
+                self.skipped.setdefault(self._show(path), str(exc))
             return None
         module = self._module(name, path, self._show(path), tree)
         self.by_path[path] = self.by_name[name] = module
@@ -87,10 +96,18 @@ class Project:
         return module
 
     def _file(self, folder: Path, dotted: str) -> Path | None:
+        """The file Python would import for `dotted` under `folder` (a regular file, as its import system wants).
+        When there is none but a name is there that is no such file (a FIFO, a device, a symlink loop), that is
+        noted as skipped: the import fails on it."""
         base = folder.joinpath(*dotted.split("."))
-        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+        candidates = (base.with_name(base.name + ".py"), base / "__init__.py")
+        for candidate in candidates:
             if candidate.is_file():
                 return candidate
+        for candidate in candidates:
+            if os.path.lexists(candidate) and not candidate.is_dir():
+                shown = self._show(candidate)
+                self.skipped.setdefault(shown, _refused(candidate, shown))
         return None
 
     def find(self, dotted: str) -> Module | None:
@@ -101,7 +118,7 @@ class Project:
             return None
         for root in self.roots:
             path = self._file(root, dotted)
-            if path is not None and path.resolve() != self.entry.path:
+            if path is not None and real(path) != self.entry.path:
                 return self._load(dotted, path)
         self.missing.add(dotted)
         return None
@@ -180,6 +197,21 @@ class Project:
         return found
 
 
+def real(path: Path) -> Path:
+    """The path with its symlinks resolved; a symlink loop stays as it is (Path.resolve raises RuntimeError on one
+    before Python 3.13), and reading it says what it is."""
+    return Path(os.path.realpath(path))
+
+
+def _refused(path: Path, shown: str) -> str:
+    """Why a name that is there is no file to read (what it is, or the error a stat gives)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return os_problem(shown, exc)
+    return refusal(shown, info.st_mode, info.st_size) or f"{shown}: cannot read"
+
+
 def _installed(top: str) -> bool:
     try:
         return importlib.util.find_spec(top) is not None
@@ -203,8 +235,8 @@ def added_paths(tree: ast.Module, folder: Path) -> list[Path]:
             continue
         # a relative entry is relative to where the script is started: its folder, or the folder doctor runs in
         for path in [Path(text)] if os.path.isabs(text) else [folder / text, Path.cwd() / text]:
-            if path.is_dir() and path.resolve() not in found:
-                found.append(path.resolve())
+            if path.is_dir() and real(path) not in found:
+                found.append(real(path))
     return found
 
 

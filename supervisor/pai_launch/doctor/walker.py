@@ -94,8 +94,13 @@ class _Walker(StatementWalk):
         call = ast.unparse(node.func) if isinstance(node, ast.Call) else name
         self.flow.unresolved.append(Unresolved(call, source.path, getattr(node, "lineno", None), why))
 
-    # expressions ------------------------------------------------------------------------------------------------
+    # statements and expressions: each asks the budget first ---------------------------------------------------
+    def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:
+        self.project.deadline.check()
+        return super().statement(stmt, ctx, env)
+
     def expr(self, node: ast.AST | None, ctx: Ctx, env: Env) -> None:
+        self.project.deadline.check()
         if node is None or isinstance(node, ast.Lambda):
             return  # a lambda's body runs only when it is called
         if isinstance(node, ast.Call):
@@ -155,8 +160,8 @@ class _Walker(StatementWalk):
 
 def walk(project: Project) -> Flow:
     """The events of one process running the script (and the project files it imports), top level first, then
-    functions nothing reached."""
-    flow = Flow([], {})
+    functions nothing reached. Raises budget.OutOfTime when the project's deadline passes."""
+    flow = Flow([], {}, deadline=project.deadline)
     walker = _Walker(flow, project)
     walker.run_module(project.entry, Ctx())
     walker.done = True

@@ -178,7 +178,8 @@ class ActionExecutors:
                          max_dendrites=action.most, limit_from=action.source,
                          hint="PerforatedAI keeps adding dendrites past the maximum its settings allow (a dendrite "
                               "capacity test left on, or a setting changed after perforate_model): check the script's "
-                              "GPA.pc settings, or stop the run at a count with --max-dendrites N")
+                              "GPA.pc settings (pai-launch doctor SCRIPT names one changed too late), or stop the "
+                              "run at a count with --max-dendrites N")
         self.notifier.status(f"generation {self.state.generation}: {action.dendrites} dendrites, past the maximum of "
                              f"{action.most} the script's settings allow")
 

@@ -54,6 +54,7 @@ AGENT_SLOW_START = LogEvent("agent_slow_start", "agent_pid waited_s hint")
 SCRIPT_PROBLEM = LogEvent("script_problem", "id path line problem fix")  # one of doctor's errors
 SCRIPT_CHECK = LogEvent("script_check", "script errors warnings")
 SCRIPT_CHECK_FAILED = LogEvent("script_check_failed", "error")
+SCRIPT_CHECK_GAVE_UP = LogEvent("script_check_gave_up", "script budget_s")  # doctor out of time; the run starts
 NPROC_ABOVE_CORES = LogEvent("nproc_above_cores", "nproc cores")
 # A torchrun option (on the command line or as PET_*) read with another meaning, or one that does not apply here:
 TORCHRUN_FLAG_MAPPED = LogEvent("torchrun_flag_mapped", "flag value as_option why")
