@@ -9,6 +9,7 @@ a process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +44,20 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 class WaitTimeout(AssertionError):
     pass
+
+
+@contextlib.contextmanager
+def agent_store() -> Iterator[dict[str, str]]:
+    """A TCPStore hosted here for ranks a test starts by hand, as torchrun's and pai-launch's agent hosts it; yields
+    the variables the ranks need. A store rank 0 hosted goes with rank 0's exit, and a rank still tearing its group
+    down then can abort ("terminate called without an active exception", exit -6)."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    try:
+        yield {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    finally:
+        del store
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.02, message: str = "") -> T:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.helpers import REPO, is_live, run_pai_launch
+from tests.helpers import REPO, agent_store, is_live, run_pai_launch
 
 pytestmark = [pytest.mark.torch, pytest.mark.proc]
 
@@ -53,31 +53,24 @@ def test_a_crash_after_in_process_restructures_resumes_from_the_newest_switch_fi
     assert (tmp_path / "PAI" / ".training_complete").is_file() and left == []
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _gloo_pair(tmp_path, case):
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "supervisor")]), "WORLD_SIZE": "2",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
-    script = REPO / "tests" / "real" / "rewrap_mismatch_worker.py"
-    procs = [subprocess.Popen([sys.executable, str(script), case], cwd=tmp_path, env={**env, "RANK": str(rank),
-                              "LOCAL_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True) for rank in (0, 1)]
-    try:
-        outputs = [proc.communicate(timeout=80) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    with agent_store() as store_env:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "supervisor")]), "WORLD_SIZE": "2",
+               **store_env, "OMP_NUM_THREADS": "1"}
+        script = REPO / "tests" / "real" / "rewrap_mismatch_worker.py"
+        procs = [subprocess.Popen([sys.executable, str(script), case], cwd=tmp_path, env={**env, "RANK": str(rank),
+                                  "LOCAL_RANK": str(rank)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, text=True) for rank in (0, 1)]
+        try:
+            outputs = [proc.communicate(timeout=80) for proc in procs]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     return [proc.returncode for proc in procs], outputs
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pai_launch import training as pt
-from tests.helpers import REPO, safetensors_bytes
+from tests.helpers import REPO, agent_store, safetensors_bytes
 
 HERE = Path(__file__).parent
 SUPERVISOR = REPO / "supervisor"
@@ -187,29 +187,22 @@ def test_load_newest_loads_the_newest_whole_switch_or_leaves_the_model(tmp_path,
 @pytest.fixture(scope="module")
 def gloo_pair(tmp_path_factory):
     """tests/unit/training_helpers_worker.py run as both ranks of a gloo group: (exit codes, log lines, results).
-
-    The group's store is this process's, as torchrun's and pai-launch's agent hosts it: one that rank 0 hosted went
-    with rank 0's exit, and on torch 2.15 a rank 1 still tearing its group down aborted ("terminate called without an
-    active exception")."""
-    import torch.distributed as dist
-
+    The group's store is the test's, as the agent hosts it (tests.helpers.agent_store)."""
     out = tmp_path_factory.mktemp("gloo-pair")
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(SUPERVISOR)]), "TRAINING_TEST_OUT": str(out),
-           "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "OMP_NUM_THREADS": "1",
-           "TORCHELASTIC_USE_AGENT_STORE": "True"}
-    procs = [subprocess.Popen([sys.executable, str(HERE / "training_helpers_worker.py")], cwd=out,
-                              env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-             for rank in (0, 1)]
-    try:
-        outputs = [proc.communicate(timeout=80)[0] for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    del store
+    with agent_store() as store_env:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(SUPERVISOR)]), "TRAINING_TEST_OUT": str(out),
+               "WORLD_SIZE": "2", **store_env, "OMP_NUM_THREADS": "1"}
+        procs = [subprocess.Popen([sys.executable, str(HERE / "training_helpers_worker.py")], cwd=out,
+                                  env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+                 for rank in (0, 1)]
+        try:
+            outputs = [proc.communicate(timeout=80)[0] for proc in procs]
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     codes = [proc.returncode for proc in procs]
     assert codes == [0, 0], "\n".join(outputs)
     results = [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
