@@ -38,6 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "supervisor"))  # pai_launch from this checkout, as the launches it starts use it
+
+from pai_launch.backends import torch_release  # noqa: E402
+
 EXAMPLE = ROOT / "examples" / "train_pai_ddp.py"
 LINE = re.compile(r"PAI_EXAMPLE (\{.*\})")
 DENDRITES = 10
@@ -94,12 +98,6 @@ def first_cuda_calls(progress: list[dict]) -> list[float]:
     """Per worker process: its start (the script's first line) -> its first CUDA call returned (pure)."""
     started = {p["pid"]: p["t"] for p in progress if p["event"] == "process_start"}
     return [p["t"] - started[p["pid"]] for p in progress if p["event"] == "cuda_ready" and p["pid"] in started]
-
-
-def torch_release(version: str) -> tuple[int, int]:
-    """'2.15.0+cu132' -> (2, 15) (pure)."""
-    major, minor = (version.split("+")[0].split(".") + ["0"])[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
 def mean(values: list[float]) -> float:

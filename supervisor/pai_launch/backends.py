@@ -33,7 +33,8 @@ def group_kind(group: object) -> str | None:
     return type(backend).__name__
 
 
-def _release(version: str) -> tuple[int, int]:
+def torch_release(version: str) -> tuple[int, int]:
+    """'2.15.0+cu132' -> (2, 15); a pre-release's letters are dropped ('2.16.0a0' -> (2, 16))."""
     parts = (version.split("+")[0].split(".") + ["0", "0"])[:2]
     return int("".join(c for c in parts[0] if c.isdigit()) or 0), int("".join(c for c in parts[1] if c.isdigit()) or 0)
 
@@ -41,7 +42,7 @@ def _release(version: str) -> tuple[int, int]:
 def nccl_meaning(torch_version: str, use_nccl2: str | None) -> str:
     """What the backend name `nccl` builds on this torch with this TORCH_DIST_USE_NCCL2: NCCL2 by default from 2.15
     (0 rolls back), only when asked for on 2.14 (1), the one NCCL before that."""
-    release = _release(torch_version)
+    release = torch_release(torch_version)
     if release >= (2, 15):
         if use_nccl2 == "0":
             return "ProcessGroupNCCL (TORCH_DIST_USE_NCCL2=0; NCCL2 is this torch's default)"
