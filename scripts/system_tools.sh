@@ -28,6 +28,28 @@ pai_system_tools() {
         return 0
     fi
     echo "test.sh: installing ${needed[*]} (apt-get) for the tiers that need them" >&2
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${needed[@]}" >/dev/null
+    pai_apt_get "$sudo" update -qq
+    DEBIAN_FRONTEND=noninteractive pai_apt_get "$sudo" install -y -qq --no-install-recommends "${needed[@]}" >/dev/null
+}
+
+# pai_apt_get SUDO ARGS...: apt-get ARGS (as SUDO, or "" for none), waiting for the package manager's locks instead
+# of failing at once (exit 100) while another apt-get or unattended-upgrades holds them, as on a machine that has
+# just booted. DPkg::Lock::Timeout makes apt wait for the
+# dpkg lock itself; apt-get update does not honour it for the lists lock, so a lock failure is retried until
+# PAI_APT_LOCK_WAIT seconds (default 600) have passed, with a line saying who holds it.
+pai_apt_get() {
+    local sudo="$1" wait="${PAI_APT_LOCK_WAIT:-600}" poll="${PAI_APT_LOCK_POLL:-5}" start=$SECONDS err rc
+    shift
+    err="$(mktemp)"
+    while true; do
+        rc=0
+        $sudo apt-get -o "DPkg::Lock::Timeout=$wait" "$@" 2>"$err" || rc=$?
+        if [ "$rc" -eq 0 ] || ! grep -q "Could not get lock" "$err" || [ $((SECONDS - start)) -ge "$wait" ]; then
+            cat "$err" >&2
+            rm -f "$err"
+            return "$rc"
+        fi
+        echo "test.sh: waiting for the package manager's lock ($(grep -m1 "Could not get lock" "$err"))" >&2
+        sleep "$poll"
+    done
 }
