@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from pai_launch.doctor import names
+from pai_launch.doctor.checks_exits import is_failure_exit
 from pai_launch.doctor.checks_setup import in_ddp
 from pai_launch.doctor.env import guarded_candidates, wrapper_kind
 from pai_launch.doctor.flow import Event, Flow
@@ -198,7 +199,9 @@ def flag_ifs(flow: Flow) -> tuple[list, list]:
 
 
 def _leaving(flow: Flow, node: ast.If) -> list[Event]:
-    return [e for e in flow.events if e.under(node) and in_ddp(e) and (e.is_exit() or e.kind == "break")]
+    """The exits and breaks under the if that end the generation (not a failure's sys.exit(1) in a helper)."""
+    return [e for e in flow.events if e.under(node) and in_ddp(e) and (e.is_exit() or e.kind == "break")
+            and not is_failure_exit(e)]
 
 
 def check_completion_order(flow: Flow) -> list[Finding]:
