@@ -11,7 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pai_launch.doctor import checks_api, checks_capacity, checks_exits, checks_loop, checks_rewrap, checks_setup
+from pai_launch.doctor import (
+    checks_api,
+    checks_api_missing,
+    checks_capacity,
+    checks_exits,
+    checks_loop,
+    checks_rewrap,
+    checks_setup,
+)
 from pai_launch.doctor import names as doctor_names
 from pai_launch.doctor import save as doctor_save
 from pai_launch.doctor.budget import UNLIMITED, Deadline, OutOfTime
@@ -44,7 +52,7 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None, dea
             or doctor_names.uses_module(flow.imports, "pai_launch.training")):
         return Report(str(path), (NOT_PAI,), None, None, files, unresolved, skipped)
     findings: list[Finding] = []
-    for check in (checks_api.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS + checks_loop.CHECKS
+    for check in (checks_api.CHECKS + checks_api_missing.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS + checks_loop.CHECKS
                   + checks_rewrap.CHECKS + checks_exits.CHECKS + doctor_save.CHECKS):
         deadline.check()
         findings.extend(check(flow))
