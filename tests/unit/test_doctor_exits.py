@@ -223,3 +223,32 @@ def test_torchvision_style_init_distributed_mode_guards_its_process_group(tmp_pa
     else:  # rank= is passed: doctor cannot be sure the init run gets there without RANK
         assert {(f.id, f.severity, f.line) for f in report.findings} == {
             ("init-process-group-unguarded", "warning", group)}, render_text(report)
+
+
+HASATTR = ('    elif "SLURM_PROCID" in os.environ:\n', '    elif hasattr(args, "rank"):\n        pass\n'
+           '    elif "SLURM_PROCID" in os.environ:\n')
+
+
+@pytest.mark.parametrize("script_change, expected", [
+    (None, set()),  # no option declares rank, nothing set it before: the branch is never taken
+    (('parser.add_argument("--save", default="PAI")\n',
+      'parser.add_argument("--save", default="PAI")\nparser.add_argument("--rank", type=int)\n'), {"warning"}),
+    (("utils.init_distributed_mode(args)\n", "args.rank = 0\nutils.init_distributed_mode(args)\n"), {"warning"}),
+], ids=["never-there", "declared-option", "assigned-before"])
+def test_torchvision_hasattr_rank_branch(tmp_path, script_change, expected):
+    """torchvision's own init_distributed_mode also has `elif hasattr(args, "rank"): pass`, which goes on to
+    init_process_group: only where args may have a rank."""
+    (tmp_path / "utils.py").write_text(TORCHVISION_UTILS.replace(*HASATTR))
+    changes = [("import torch\n", "import torch\n\nimport utils\n"),
+               ('parser.add_argument("--save", default="PAI")\n',
+                'parser.add_argument("--save", default="PAI")\nparser.add_argument("--dist-url", default="env://")\n'),
+               (SET_UP, "utils.init_distributed_mode(args)\ndistributed = args.distributed\n")]
+    script = variant(tmp_path, *changes)
+    if script_change is not None:
+        text = script.read_text()
+        assert text.count(script_change[0]) == 1
+        script.write_text(text.replace(*script_change))
+    report = check_script(script)
+    assert {f.severity for f in report.findings if f.id == "init-process-group-unguarded"} == expected, \
+        render_text(report)
+    assert {f.id for f in report.findings} <= {"init-process-group-unguarded"}

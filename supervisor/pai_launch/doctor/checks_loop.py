@@ -15,6 +15,7 @@ from pai_launch.doctor.env import guarded_candidates, wrapper_kind
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.guards import NOTHING, Meaning
 from pai_launch.doctor.model import ERROR, WARNING, Finding
+from pai_launch.doctor.never_set import leaving_guard
 
 
 def check_init_run(flow: Flow) -> list[Finding]:
@@ -63,7 +64,8 @@ def _init_process_group(flow: Flow) -> list[Finding]:
     around it could keep the init run out, a warning where a condition doctor cannot read might."""
     found, seen = [], set()
     for event in flow.calls(lambda n: names.is_dist(n, "init_process_group")):
-        mode = event.mode
+        again = leaving_guard(flow, event)
+        mode = event.mode.plus(again.meaning) if again is not None else event.mode
         if event.node in seen or mode.init is False or mode.dist is True:
             continue
         seen.add(event.node)
