@@ -27,7 +27,7 @@ def names() -> dict[str, object]:
             from perforatedai import utils_perforatedai as UPA
         finally:
             sys.stdout = saved
-    public = lambda found: sorted(n for n in found if not n.startswith("_"))  # noqa: E731
+    public = lambda found: sorted(n for n in found if not n.startswith("_"))
     return {"version": importlib.metadata.version("perforatedai"),
             "pc": public(dir(GPA.pc)), "tracker": public(dir(TPA.PAINeuronModuleTracker)), "utils": public(dir(UPA))}
 

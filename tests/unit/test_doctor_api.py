@@ -65,8 +65,8 @@ def test_lookup(name, missing):
 def test_a_setting_3_2_9_lacks_is_a_warning_a_missing_method_an_error(tmp_path):
     script = variant(tmp_path, (PROMPTS, PROMPTS + "GPA.pc.set_when_to_switch_mode(GPA.pc.DOING_FIXED_SWITCH)\n"),
                      ("GPA.pai_tracker.set_optimizer(torch.optim.SGD)\n",
-                      "GPA.pai_tracker.set_optimizer(torch.optim.SGD)\nGPA.pai_tracker.set_n_epochs(3)\n"
-                      "if args.save:\n    UPA.convert_network_pb(model)\n"))
+                      ("GPA.pai_tracker.set_optimizer(torch.optim.SGD)\nGPA.pai_tracker.set_n_epochs(3)\n"
+                      "if args.save:\n    UPA.convert_network_pb(model)\n")))
     report = check_script(script)
     found = {(f.id, f.severity, f.line) for f in report.findings}
     assert found == {("perforatedai-api-missing", "warning", line_of(script, "set_when_to_switch_mode")),

@@ -213,8 +213,8 @@ def test_torchvision_style_init_distributed_mode_guards_its_process_group(tmp_pa
     (tmp_path / "utils.py").write_text(utils)
     script = variant(tmp_path, ("import torch\n", "import torch\n\nimport utils\n"),
                      ('parser.add_argument("--save", default="PAI")\n',
-                      'parser.add_argument("--save", default="PAI")\nparser.add_argument("--dist-url", '
-                      'default="env://")\n'),
+                      ('parser.add_argument("--save", default="PAI")\nparser.add_argument("--dist-url", '
+                      'default="env://")\n')),
                      (SET_UP, "utils.init_distributed_mode(args)\ndistributed = args.distributed\n"))
     report = check_script(script)
     group = line_of(tmp_path / "utils.py", "dist.init_process_group(")
@@ -225,8 +225,8 @@ def test_torchvision_style_init_distributed_mode_guards_its_process_group(tmp_pa
             ("init-process-group-unguarded", "warning", group)}, render_text(report)
 
 
-HASATTR = ('    elif "SLURM_PROCID" in os.environ:\n', '    elif hasattr(args, "rank"):\n        pass\n'
-           '    elif "SLURM_PROCID" in os.environ:\n')
+HASATTR = ('    elif "SLURM_PROCID" in os.environ:\n', ('    elif hasattr(args, "rank"):\n        pass\n'
+           '    elif "SLURM_PROCID" in os.environ:\n'))
 
 
 @pytest.mark.parametrize("script_change, expected", [

@@ -20,9 +20,9 @@ GOOD = Path(__file__).resolve().parents[1] / "doctor_scripts" / "good" / "minima
 def test_without_the_scripts_arguments_an_option_is_a_note_not_a_finding():
     report = check_script(GOOD, expected_save_name="runs/a")
     assert report.findings == (), render_text(report)
-    assert report.notes == ("save folder: the script takes it from --save (default 'PAI'); whether that is "
+    assert report.notes == (("save folder: the script takes it from --save (default 'PAI'); whether that is "
                             "pai-launch's --save-name 'runs/a' depends on the arguments the script runs with, which "
-                            "doctor cannot tell without (a launch checks them)",)
+                            "doctor cannot tell without (a launch checks them)"),)
     assert "note: " + report.notes[0] in render_text(report).splitlines()
     assert check_script(GOOD, expected_save_name="PAI").notes == ()  # the default matches: nothing to say
     assert check_script(GOOD).notes == ()
@@ -33,8 +33,8 @@ def test_without_the_scripts_arguments_an_option_is_a_note_not_a_finding():
     (["--save", "runs/a"], None),
     (["--save=runs/a", "--epochs", "3"], None),
     (["--sa", "runs/a"], None),  # argparse takes a unique prefix of a long option
-    (["--save", "runs/a", "--save", "runs/b"], ("save-name-mismatch", "'runs/b' (its option, from the script's "
-                                                                      "arguments)")),
+    (["--save", "runs/a", "--save", "runs/b"], ("save-name-mismatch", ("'runs/b' (its option, from the script's "
+                                                                      "arguments)"))),
     (["--", "--save", "runs/a"], ("save-name-mismatch", "'PAI'")),  # after --, not an option
 ], ids=["default", "given", "equals", "prefix", "last-wins", "after-dashes"])
 def test_with_the_scripts_arguments_the_option_is_read_from_them(args, expected):

@@ -228,6 +228,6 @@ def save_name_note(flow: Flow, expected: str | None, script_args: Sequence[str] 
     option = next((f for f in flags if f.startswith("--")), flags[0] if flags else "its option")
     if os.path.normpath(value) == os.path.normpath(expected):
         return ()
-    return (f"save folder: the script takes it from {option} (default {value!r}); whether that is pai-launch's "
+    return ((f"save folder: the script takes it from {option} (default {value!r}); whether that is pai-launch's "
             f"--save-name {expected!r} depends on the arguments the script runs with, which doctor cannot tell "
-            "without (a launch checks them)",)
+            "without (a launch checks them)"),)
