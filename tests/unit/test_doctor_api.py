@@ -42,7 +42,7 @@ def test_the_bundled_names_are_3_2_9s():
     assert {"perforate_model", "load_system"} <= api.utils and "initialize_dendrites" not in api.utils
     assert "not installed" in api.described() and "3.2.9" in api.described()
     assert pai_api.bundled("3.2.9").described() == "perforatedai 3.2.9 (installed)"
-    assert "the installed 3.3.0 is compiled" in pai_api.bundled("3.3.0").described()
+    assert "the installed 3.3.0 has no Python source" in pai_api.bundled("3.3.0").described()
 
 
 @pytest.mark.parametrize("name, missing", [
@@ -161,7 +161,7 @@ def test_doctor_finds_the_installed_perforatedai_without_importing_it(tmp_path):
 
 @pytest.mark.parametrize("installed, how, says", [
     ((None, None), "bundled", "perforatedai is not installed here"),
-    (("compiled", "3.3.0"), "bundled", "the installed 3.3.0 is compiled"),
+    (("compiled", "3.3.0"), "bundled", "the installed 3.3.0 has no Python source"),
     (("compiled", "3.2.9"), "installed", "perforatedai 3.2.9 (installed)"),
     (("source", "9.9"), "installed", "perforatedai 9.9 (installed)"),
 ])

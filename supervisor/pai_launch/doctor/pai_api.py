@@ -25,7 +25,8 @@ MIN_SETTINGS = 10  # fewer set_ names read from a source install means the confi
 @dataclass(frozen=True)
 class Api:
     """One perforatedai's names; `how`: "installed" (read from its sources, or the bundled list of the same
-    version), "bundled" (another or no version installed: the bundled list's), with `installed` its version."""
+    version), "bundled" (another version that cannot be read, or none, installed: the bundled list's), with
+    `installed` the installed version."""
 
     version: str
     how: str
@@ -39,7 +40,8 @@ class Api:
         if self.how == "installed":
             return f"perforatedai {self.version} (installed)"
         if self.installed:
-            return f"perforatedai {self.version}'s names (the installed {self.installed} is compiled: not readable)"
+            return (f"perforatedai {self.version}'s names (the installed {self.installed} has no Python source doctor "
+                    "can read)")
         return f"perforatedai {self.version}'s names (perforatedai is not installed here)"
 
 
@@ -108,7 +110,7 @@ def _installed() -> tuple[Path | None, str | None]:
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
     try:
         version = importlib.metadata.version("perforatedai")
-    except importlib.metadata.PackageNotFoundError:
+    except (importlib.metadata.PackageNotFoundError, OSError, ValueError):  # none, or metadata that cannot be read
         version = None
     return (Path(folders[0]) if folders else None), version
 
