@@ -1,7 +1,7 @@
 """Calls into PerforatedAI by a name the installed release lacks (doctor.pai_api): a GPA.pc setting from another
 release (`GPA.pc.set_when_to_switch_mode`), a tracker method or a utils_perforatedai function. A missing set_ is
-ignored by PerforatedAI (it prints "Variable ... does not exist. Ignoring set attempt."), so the run goes on without
-the setting; anything else raises AttributeError.
+ignored by PerforatedAI (it prints "Variable '<name>' does not exist.  Ignoring set attempt."), so the run goes on
+without the setting; anything else raises AttributeError.
 
 Takes the walked Flow and returns Findings; no side effects besides reading perforatedai's names once.
 """
@@ -37,7 +37,7 @@ def _finding(call: str, events: list[Event], api: pai_api.Api) -> Finding:
     sure = [e for e in events if e.surely_reached()]
     first = (sure or events)[0]
     ignored = call.startswith("GPA.pc.set_")
-    what = "PerforatedAI ignores the setting (\"does not exist. Ignoring set attempt.\"), and the run goes on " \
+    what = "PerforatedAI ignores the setting (it prints \"Ignoring set attempt.\"), and the run goes on " \
         "without it" if ignored else "the call raises AttributeError"
     return Finding("perforatedai-api-missing", WARNING if ignored or not sure else ERROR, first.line,
                    f"{call} is not in {api.described()}: {what}" + _more(len(sites) - 1, "call"),
