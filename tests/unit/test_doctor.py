@@ -151,7 +151,7 @@ def test_a_different_expected_save_name_is_a_finding():
     assert [(f.id, f.severity) for f in literal.findings] == [("save-name-mismatch", "error")]
     assert "runs/alias" in literal.findings[0].message and "PAI" in literal.findings[0].message
     option = check_script(SCRIPTS / "good" / "minimal_ddp.py", expected_save_name="elsewhere")
-    assert [(f.id, f.severity) for f in option.findings] == [("save-name-mismatch", "warning")]  # --save may change it
+    assert option.findings == () and "--save" in option.notes[-1]  # the script's arguments decide (test_doctor_save)
     assert check_script(SCRIPTS / "good" / "minimal_ddp.py", expected_save_name="./PAI/").findings == ()
 
 

@@ -88,7 +88,8 @@ def _doctor_notes(spec: LaunchSpec, deadline: Deadline) -> tuple[str | None, lis
     try:
         from pai_launch.doctor import diagnose
 
-        report = diagnose.check_script(script, expected_save_name=spec.save_name, deadline=deadline)
+        report = diagnose.check_script(script, expected_save_name=spec.save_name, script_args=spec.script_args,
+                                       deadline=deadline)
     except OutOfTime as exc:
         return None, [(log_events.SCRIPT_CHECK_GAVE_UP, {
             "script": str(spec.script), "budget_s": deadline.seconds,

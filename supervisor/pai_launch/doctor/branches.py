@@ -48,14 +48,14 @@ def implied(stmt: ast.If, env: Env) -> tuple[str, Meaning] | None:
     return None
 
 
-def after_leaving(stmt: ast.If, env: Env) -> Guard | None:
+def after_leaving(stmt: ast.If, env: Env, dead=lambda test: False) -> Guard | None:
     """What holds after an if/elif/else chain some of whose branches return or exit: what the branches that go on
     have in common (`if "RANK" in os.environ: ... elif "SLURM_PROCID" in os.environ: ... else: return` leaves only
-    launched ranks), or None when no branch leaves."""
+    launched ranks), or None when no branch leaves. `dead(test)`: a branch whose test never holds goes on nowhere."""
     survivors, branches, before, node = [], 0, NOTHING, stmt
     while True:
         branches += 1
-        if not terminates(node.body, env):
+        if not terminates(node.body, env) and not dead(node.test):
             survivors.append(before.plus(meaning(node.test, True, env)))
         before = before.plus(meaning(node.test, False, env))
         if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):

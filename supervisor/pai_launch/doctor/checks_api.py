@@ -39,7 +39,8 @@ def _perforatedai_modules(tree: ast.Module) -> list[tuple[str, int]]:
 
 
 def _more(count: int, what: str) -> str:
-    return f" ({count} more {what} in the project)" if count else ""
+    """"(N more calls in the project)": N counts places in the code (call sites), not the paths that reach them."""
+    return f" ({count} more {what}{'' if count == 1 else 's'} in the project)" if count else ""
 
 
 def check_legacy_modules(flow: Flow) -> list[Finding]:
@@ -51,7 +52,7 @@ def check_legacy_modules(flow: Flow) -> list[Finding]:
     module, name, line = legacy[0]
     return [Finding("perforatedai-legacy-api", ERROR, line,
                     f"perforatedai has no module {name} (a name from its 1.x releases): the import fails"
-                    + _more(len(legacy) - 1, "such imports"),
+                    + _more(len(legacy) - 1, "such import"),
                     "port to the 3.x API: from perforatedai import globals_perforatedai as GPA, utils_perforatedai "
                     "as UPA (GPA.pai_tracker, UPA.perforate_model)", module.shown)]
 
@@ -65,7 +66,7 @@ def check_initialize_pai(flow: Flow) -> list[Finding]:
     first = (sure or calls)[0]
     return [Finding("initialize-pai-removed", ERROR if sure else WARNING, first.line,
                     "UPA.initialize_pai is not in perforatedai 3.x: the call raises AttributeError"
-                    + _more(len(calls) - 1, "calls"),
+                    + _more(len(_by_call(calls)) - 1, "call"),
                     "call UPA.perforate_model(model) instead", first.path)]
 
 

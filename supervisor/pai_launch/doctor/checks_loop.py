@@ -9,11 +9,13 @@ from __future__ import annotations
 import ast
 
 from pai_launch.doctor import names
+from pai_launch.doctor.checks_exits import is_failure_exit
 from pai_launch.doctor.checks_setup import in_ddp
 from pai_launch.doctor.env import guarded_candidates, wrapper_kind
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.guards import NOTHING, Meaning
 from pai_launch.doctor.model import ERROR, WARNING, Finding
+from pai_launch.doctor.never_set import leaving_guard
 
 
 def check_init_run(flow: Flow) -> list[Finding]:
@@ -62,7 +64,8 @@ def _init_process_group(flow: Flow) -> list[Finding]:
     around it could keep the init run out, a warning where a condition doctor cannot read might."""
     found, seen = [], set()
     for event in flow.calls(lambda n: names.is_dist(n, "init_process_group")):
-        mode = event.mode
+        again = leaving_guard(flow, event)
+        mode = event.mode.plus(again.meaning) if again is not None else event.mode
         if event.node in seen or mode.init is False or mode.dist is True:
             continue
         seen.add(event.node)
@@ -198,7 +201,9 @@ def flag_ifs(flow: Flow) -> tuple[list, list]:
 
 
 def _leaving(flow: Flow, node: ast.If) -> list[Event]:
-    return [e for e in flow.events if e.under(node) and in_ddp(e) and (e.is_exit() or e.kind == "break")]
+    """The exits and breaks under the if that end the generation (not a failure's sys.exit(1) in a helper)."""
+    return [e for e in flow.events if e.under(node) and in_ddp(e) and (e.is_exit() or e.kind == "break")
+            and not is_failure_exit(e)]
 
 
 def check_completion_order(flow: Flow) -> list[Finding]:

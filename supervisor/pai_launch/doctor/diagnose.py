@@ -9,9 +9,18 @@ outputs. A launch passes a Deadline (doctor.budget): past it, check_script raise
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from pai_launch.doctor import checks_api, checks_capacity, checks_loop, checks_rewrap, checks_setup
+from pai_launch.doctor import (
+    checks_api,
+    checks_api_missing,
+    checks_capacity,
+    checks_exits,
+    checks_loop,
+    checks_rewrap,
+    checks_setup,
+)
 from pai_launch.doctor import names as doctor_names
 from pai_launch.doctor import save as doctor_save
 from pai_launch.doctor.budget import UNLIMITED, Deadline, OutOfTime
@@ -31,9 +40,11 @@ NOT_PAI = Finding("not-perforatedai", WARNING, None,
                   "check the training script itself (from perforatedai import utils_perforatedai as UPA)")
 
 
-def check_script(path: str | Path, *, expected_save_name: str | None = None, deadline: Deadline = UNLIMITED) -> Report:
+def check_script(path: str | Path, *, expected_save_name: str | None = None, script_args: Sequence[str] | None = None,
+                 deadline: Deadline = UNLIMITED) -> Report:
     """The findings for one script. `expected_save_name`: pai-launch's --save-name; a readable save folder that
-    differs is a finding. Raises DoctorError when the script cannot be read or parsed (a project file it imports
+    differs is a finding. `script_args`: the arguments the script runs with (a launch's), to read the save folder
+    from its own option; without them such a folder is a note, not a finding. Raises DoctorError when the script cannot be read or parsed (a project file it imports
     that cannot be read is skipped, with a note), OutOfTime once `deadline` passes."""
     project = Project(path, deadline)
     flow = walk(project)
@@ -44,15 +55,16 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None, dea
             or doctor_names.uses_module(flow.imports, "pai_launch.training")):
         return Report(str(path), (NOT_PAI,), None, None, files, unresolved, skipped)
     findings: list[Finding] = []
-    for check in (checks_api.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS + checks_loop.CHECKS
-                  + checks_rewrap.CHECKS + doctor_save.CHECKS):
+    for check in (checks_api.CHECKS + checks_api_missing.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS + checks_loop.CHECKS
+                  + checks_rewrap.CHECKS + checks_exits.CHECKS + doctor_save.CHECKS):
         deadline.check()
         findings.extend(check(flow))
-    findings.extend(doctor_save.check_save_name(flow, expected_save_name))
+    findings.extend(doctor_save.check_save_name(flow, expected_save_name, script_args))
     order = {m.shown: n for n, m in enumerate(flow.modules)}
     findings.sort(key=lambda f: (f.line is not None, order.get(f.path or "", 0), f.line or 0))
     return Report(str(path), tuple(findings), doctor_save.save_name(flow)[0], doctor_save.resume_stage(flow), files,
-                  unresolved, skipped + _notes(flow, len(files) + 1))
+                  unresolved, skipped + _notes(flow, len(files) + 1)
+                  + doctor_save.save_name_note(flow, expected_save_name, script_args))
 
 
 def _skipped(project: Project) -> tuple[str, ...]:

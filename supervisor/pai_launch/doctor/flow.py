@@ -71,7 +71,8 @@ class Event:
         return any(guard.node is node and guard.positive for guard in self.guards)
 
     def is_exit(self) -> bool:
-        """sys.exit() and the like, raise SystemExit, or a return from the function the module calls (main)."""
+        """sys.exit() and the like, raise SystemExit, or a return from the function the module calls on its own
+        (main(); a helper's return of a value to the module is no event)."""
         return self.kind == "exit" or (self.kind == "call" and names.is_exit(self.name)) \
             or (self.kind == "return" and self.depth == 1)
 

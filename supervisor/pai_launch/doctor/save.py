@@ -6,8 +6,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+from collections.abc import Sequence
 
-from pai_launch.doctor import names
+from pai_launch.doctor import names, save_args
 from pai_launch.doctor.env import candidates, string_value
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.model import ERROR, WARNING, Finding
@@ -22,25 +23,34 @@ def _argument(call: ast.Call, position: int | None, keyword: str) -> ast.AST | N
     return value
 
 
-def save_name(flow: Flow) -> tuple[str | None, str]:
-    """(folder, how it was read: "literal", "argparse" or "default"), or (None, "")."""
+def save_argument(flow: Flow) -> tuple[ast.AST | None, Event | None, str]:
+    """(the expression the save folder is read from, the call whose names it is read with, ""), or (None, None,
+    "default") where perforate_model's default applies, (None, None, "") where nothing can be read."""
     for event in flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model")):
         helper = names.is_training(event.name, "perforate_model")
         argument = _argument(event.node, None if helper else 2, "save_name")
         if helper and any(k.arg is None for k in event.node.keywords) and argument is None:
-            return None, ""
+            return None, None, ""
         if argument is None:
             setters = [e for e in flow.calls(lambda n: names.is_pc_setter(n, "save_name")) if e.order < event.order]
             if not setters:
-                return DEFAULT_SAVE, "default"
+                return None, None, "default"
             event, argument = setters[-1], setters[-1].node.args[0] if setters[-1].node.args else None
             if argument is None:
-                return None, ""
-        value, how = string_value(argument, event.env, flow.options)
-        if value == "":
-            return DEFAULT_SAVE, "default"
-        return value, how
-    return None, ""
+                return None, None, ""
+        return argument, event, ""
+    return None, None, ""
+
+
+def save_name(flow: Flow) -> tuple[str | None, str]:
+    """(folder, how it was read: "literal", "argparse" or "default"), or (None, "")."""
+    argument, event, fallback = save_argument(flow)
+    if argument is None:
+        return (DEFAULT_SAVE, "default") if fallback == "default" else (None, "")
+    value, how = string_value(argument, event.env, flow.options)
+    if value == "":
+        return DEFAULT_SAVE, "default"
+    return value, how
 
 
 def _stage(expr: ast.AST, event) -> str | None:
@@ -167,14 +177,57 @@ def _words(expr: ast.AST) -> list[str]:
 CHECKS = (check_resume_latest, check_save_removed)
 
 
-def check_save_name(flow: Flow, expected: str | None) -> list[Finding]:
+def check_save_name(flow: Flow, expected: str | None, script_args: Sequence[str] | None = None) -> list[Finding]:
+    """The script's save folder against pai-launch's --save-name. Read from the script's own option, it is checked
+    only with the arguments the script runs with (a launch passes them): without them, save_args.note says why
+    not."""
     value, how = save_name(flow)
+    given = None
+    if how == "argparse":
+        if script_args is None:
+            return []
+        given = _given(flow, script_args)
+        value = given if given is not None else value
     if expected is None or value is None or os.path.normpath(value) == os.path.normpath(expected):
         return []
-    read = {"literal": "save_name=", "argparse": "its option's default", "default": "perforate_model's default"}[how]
-    severity = WARNING if how == "argparse" else ERROR
+    read = {"literal": "save_name=", "argparse": "its option's default, which the script's arguments leave as it is",
+            "default": "perforate_model's default"}[how]
+    if how == "argparse" and given is not None:
+        read = "its option, from the script's arguments"
     perforates = flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model"))
-    return [Finding("save-name-mismatch", severity, perforates[0].line if perforates else None,
+    return [Finding("save-name-mismatch", ERROR, perforates[0].line if perforates else None,
                     f"the script saves into {value!r} ({read}), not {expected!r} (pai-launch --save-name)",
                     f"run pai-launch --save-name {value}, or have the script save into {expected!r}",
                     path=perforates[0].path if perforates else None)]
+
+
+def _option(flow: Flow) -> str | None:
+    """The dest of the argparse option the save folder is read from (`args.save` -> "save"), or None."""
+    argument, event, _fallback = save_argument(flow)
+    if argument is None:
+        return None
+    return next((value.attr for value, _scope in candidates(argument, event.env)
+                 if isinstance(value, ast.Attribute) and value.attr in flow.options), None)
+
+
+def _given(flow: Flow, script_args: Sequence[str]) -> str | None:
+    """The save folder the script's arguments give its option, or None when they leave the default."""
+    flags = save_args.option_flags(m.tree for m in flow.modules)
+    dest = _option(flow)
+    every = [f for found in flags.values() for f in found]
+    return save_args.given(script_args, flags.get(dest, []), every) if dest is not None else None
+
+
+def save_name_note(flow: Flow, expected: str | None, script_args: Sequence[str] | None) -> tuple[str, ...]:
+    """Why the save folder was not checked against --save-name: it comes from the script's own option, and the
+    arguments the script runs with are not known (`pai-launch doctor` alone; a launch knows them)."""
+    value, how = save_name(flow)
+    if expected is None or how != "argparse" or script_args is not None:
+        return ()
+    flags = save_args.option_flags(m.tree for m in flow.modules).get(_option(flow) or "", [])
+    option = next((f for f in flags if f.startswith("--")), flags[0] if flags else "its option")
+    if os.path.normpath(value) == os.path.normpath(expected):
+        return ()
+    return ((f"save folder: the script takes it from {option} (default {value!r}); whether that is pai-launch's "
+            f"--save-name {expected!r} depends on the arguments the script runs with, which doctor cannot tell "
+            "without (a launch checks them)"),)

@@ -102,8 +102,13 @@ class StatementWalk:
 
     def return_(self, stmt: ast.Return, ctx: Ctx, env: Env) -> Env:
         self.expr(stmt.value, ctx, env)
-        self.emit("return", None, stmt, ctx, env)
+        if not (stmt.value is not None and self.hands_back(ctx)):
+            self.emit("return", None, stmt, ctx, env)
         return env
+
+    def hands_back(self, ctx: Ctx) -> bool:
+        """Whether a return here gives a value to code that goes on (a helper's), not the end of the script."""
+        return False
 
     def raise_(self, stmt: ast.Raise, ctx: Ctx, env: Env) -> Env:
         self.expr(stmt.exc, ctx, env)

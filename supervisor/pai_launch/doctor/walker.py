@@ -37,6 +37,8 @@ class _Walker(StatementWalk):
         self.visited: set[ast.AST] = set()
         self.scopes: dict[object, Env] = {}  # module path -> its module scope, once its top level was walked
         self.done = False
+        self.bare: set[int] = set()  # calls whose value nothing uses: `main()`, `sys.exit(main())`
+        self.giving: list[bool] = []  # per function entered: whether its caller uses the value it returns
 
     # files ------------------------------------------------------------------------------------------------------
     def module_scope(self, module: Module) -> Env:
@@ -97,7 +99,16 @@ class _Walker(StatementWalk):
     # statements and expressions: each asks the budget first ---------------------------------------------------
     def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:
         self.project.deadline.check()
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            self.bare.add(id(stmt.value))
+            if names.is_exit(name_in(stmt.value.func, env)):
+                self.bare.update(id(arg) for arg in stmt.value.args)
         return super().statement(stmt, ctx, env)
+
+    def hands_back(self, ctx: Ctx) -> bool:
+        """A return from a function the module calls for its value (`optimizer = build(net)`) hands it back; one
+        from a function called on its own (`main()`) ends the script."""
+        return len(ctx.stack) == 1 and bool(self.giving) and self.giving[-1]
 
     def expr(self, node: ast.AST | None, ctx: Ctx, env: Env) -> None:
         self.project.deadline.check()
@@ -121,7 +132,7 @@ class _Walker(StatementWalk):
         local = function_of(node.func, env)
         if local is not None:
             self.emit("call", getattr(local[0], "name", "<lambda>"), node, ctx, env)
-            self.enter(local, node.args, node.keywords, ctx, env)
+            self.enter(local, node.args, node.keywords, ctx, env, gives=id(node) not in self.bare)
             return
         name = name_in(node.func, env)
         held = [name_in(value, scope) for value, scope in candidates(node.func, env)
@@ -141,17 +152,21 @@ class _Walker(StatementWalk):
             if handed is not None:  # a callable handed to code we cannot see into: assume it is called there
                 self.enter(handed, [], [], replace(ctx, serialized=ctx.serialized or serial), env)
 
-    def enter(self, local, args, keywords, ctx: Ctx, env: Env) -> None:
+    def enter(self, local, args, keywords, ctx: Ctx, env: Env, gives: bool = False) -> None:
         function, closure = local
         if function in ctx.stack or len(ctx.stack) >= MAX_DEPTH:
             return
         self.visited.add(function)
         scope = bind_call(function, list(args), list(keywords), env, closure)
         inner = replace(ctx, stack=ctx.stack + (function,))
-        if isinstance(function, ast.Lambda):
-            self.expr(function.body, inner, scope)
-        else:
-            self.block(function.body, inner, scope)
+        self.giving.append(gives)
+        try:
+            if isinstance(function, ast.Lambda):
+                self.expr(function.body, inner, scope)
+            else:
+                self.block(function.body, inner, scope)
+        finally:
+            self.giving.pop()
 
     def emit(self, kind: str, name: str | None, node: ast.AST, ctx: Ctx, env: Env) -> None:
         self.flow.events.append(Event(len(self.flow.events), kind, name, node, ctx.guards, ctx.loops,
