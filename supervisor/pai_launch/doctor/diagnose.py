@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pai_launch.doctor import checks_api, checks_capacity, checks_loop, checks_rewrap, checks_setup
+from pai_launch.doctor import checks_api, checks_capacity, checks_loop, checks_rewrap, checks_setup, checks_tracker
 from pai_launch.doctor import names as doctor_names
 from pai_launch.doctor import save as doctor_save
 from pai_launch.doctor.budget import UNLIMITED, Deadline, OutOfTime
@@ -45,7 +45,7 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None, dea
         return Report(str(path), (NOT_PAI,), None, None, files, unresolved, skipped)
     findings: list[Finding] = []
     for check in (checks_api.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS + checks_loop.CHECKS
-                  + checks_rewrap.CHECKS + doctor_save.CHECKS):
+                  + checks_rewrap.CHECKS + checks_tracker.CHECKS + doctor_save.CHECKS):
         deadline.check()
         findings.extend(check(flow))
     findings.extend(doctor_save.check_save_name(flow, expected_save_name))
