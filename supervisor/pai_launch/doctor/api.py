@@ -33,7 +33,6 @@ RE_EXPORTS = {
     PACKAGE + "blockwise_perforatedai": {"GPA": GLOBALS, "PA": PACKAGE + "modules_perforatedai", "UPA": UTILS},
     PACKAGE + "clean_perforatedai": {"GPA": GLOBALS},
     PACKAGE + "configure_perforatedai": {"GPA": GLOBALS},
-    PACKAGE + "library_perforatedai": {"GPA": GLOBALS},
 }
 
 #: PAINeuronModuleTracker's methods and attributes (3.2.9): a call `X.<one of them>` asks what X holds.
@@ -79,6 +78,27 @@ def is_member(attribute: str) -> bool:
 def is_tracker_built(name: str | None) -> bool:
     """The script builds a tracker itself: PAINeuronModuleTracker(...), or the tracker's initialize(model)."""
     return name == TRACKER_CLASS or name == TRACKER + ".initialize"
+
+
+def unread(name: str | None, member: str) -> bool:
+    """A call of `member` on something doctor could not tie to PerforatedAI (`trainer.tracker.setup_optimizer` where
+    `trainer` is a class's instance): it may be the tracker's."""
+    return bool(name) and not name.startswith(PACKAGE) and (name == member or name.endswith("." + member))
+
+
+def unseen(flow, *members: str) -> str:
+    """What a finding that such a call is missing adds, as words for a warning, or "" when there is none: a call of
+    one of `members` whose object doctor could not read, or one in code the walk never reached (a class's methods)."""
+    for event in flow.calls(lambda n: any(unread(n, m) for m in members)):
+        return f" (doctor cannot tell whether {ast.unparse(event.node.func)}, line {event.line}, is PerforatedAI's)"
+    walked = {id(e.node) for e in flow.events}
+    for module in flow.modules:
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in members \
+                    and id(node) not in walked:
+                return (f" (doctor did not walk the code of {ast.unparse(node.func)} at {module.shown}:{node.lineno}, "
+                        "which may do it)")
+    return ""
 
 
 def name_in(expr: ast.AST, env: scope.Env | None) -> str | None:

@@ -48,7 +48,7 @@ def _no_save_name(flow: Flow, first: Event) -> Finding | None:
                    "the script builds PerforatedAI's tracker itself and never calls UPA.perforate_model, which names "
                    "the save folder: GPA.pc's save name stays '', and the first add_validation_score (line "
                    f"{scores[0].line}) saves best_model into it and raises FileNotFoundError: [Errno 2] No such file "
-                   "or directory: ''" + ("" if sure else UNSEEN),
+                   "or directory: '' (in the process that saves: rank 0)" + ("" if sure else UNSEEN),
                    "model = UPA.perforate_model(model, save_name=SAVE) in place of building the tracker, or "
                    "GPA.pc.set_save_name(SAVE) before the first add_validation_score", first.path)
 
