@@ -15,6 +15,7 @@ pytestmark = pytest.mark.timeout(60)
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "doctor_scripts"
 GOOD = SCRIPTS / "good" / "tracker_object_ddp.py"
+CLASS = SCRIPTS / "projects" / "tracker_class" / "train.py"
 BUILT = SCRIPTS / "broken" / "tracker_built_directly.py"
 
 
@@ -127,6 +128,17 @@ def test_a_break_reached_only_in_a_single_process_needs_no_barrier(tmp_path, end
     script = variant(tmp_path, (END, end + "    if restructured:\n        leave()\n"))
     report = check_script(script)
     assert [(f.id, f.severity) for f in report.findings] == expected, render_text(report)
+
+
+def test_tracker_calls_in_a_class_doctor_does_not_walk_make_warnings_not_errors():
+    """self.tracker.setup_optimizer / save_tracker_settings in a trainer's methods: doctor says what it could not
+    see instead of reporting them missing."""
+    report = check_script(CLASS)
+    assert [(f.id, f.severity) for f in report.findings] == [
+        ("optimizer-not-from-tracker", "warning"), ("init-settings-not-saved", "warning")], render_text(report)
+    assert f"self.tracker.setup_optimizer at {CLASS}:{line_of(CLASS, 'self.tracker.setup_optimizer(')} may: doctor " \
+        "does not walk the code it is in" in report.findings[0].message
+    assert "self.tracker.save_tracker_settings at " in report.findings[1].message
 
 
 PROMPTS = ("G.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\n"

@@ -96,8 +96,8 @@ def unseen(flow, *members: str) -> str:
         for node in ast.walk(module.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in members \
                     and id(node) not in walked:
-                return (f" (doctor did not walk the code of {ast.unparse(node.func)} at {module.shown}:{node.lineno}, "
-                        "which may do it)")
+                return (f" ({ast.unparse(node.func)} at {module.shown}:{node.lineno} may: doctor does not walk the "
+                        "code it is in)")
     return ""
 
 
