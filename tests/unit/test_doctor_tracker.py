@@ -176,6 +176,7 @@ def test_prompt_free_settings_missing_or_on_an_object_doctor_cannot_read(tmp_pat
 
 # tracker-without-perforate-model ----------------------------------------------------------------------------------
 BUILT_SCORE = "    net, restructured, complete = in_turn(lambda: tracker.add_validation_score(0.5, net))\n"
+IMPORT = "from perforatedai.tracker_perforatedai import PAINeuronModuleTracker\n"
 CONSTRUCT = "GPA.pai_tracker = PAINeuronModuleTracker(doing_pai=True, save_name=args.save)\n"
 
 
@@ -194,8 +195,14 @@ def test_a_tracker_built_without_perforate_model_loses_its_save_folder():
     ([(CONSTRUCT, CONSTRUCT.replace("PAINeuronModuleTracker(", "UPA.TPA.PAINeuronModuleTracker("))], "error"),
     ([(CONSTRUCT, "if args.name_it:\n    GPA.pc.set_save_name(args.save)\n" + CONSTRUCT)], "warning"),  # unread
     ([(BUILT_SCORE, BUILT_SCORE + "    GPA.pc.set_save_name(args.save)\n")], "error"),  # named after the first score
+    ([(CONSTRUCT, CONSTRUCT.replace("PAINeuronModuleTracker(", "TPA.PAINeuronModuleTracker(")),
+      (IMPORT, IMPORT + "from perforatedai import tracker_perforatedai as TPA\n")], "error"),
+    ([(CONSTRUCT + "tracker = GPA.pai_tracker\n", "tracker = make_tracker(args.save)\n"),
+      ("def in_turn(fn):\n", "def make_tracker(save):\n    GPA.pai_tracker = PAINeuronModuleTracker(doing_pai=True, "
+                              "save_name=save)\n    return GPA.pai_tracker\n\n\ndef in_turn(fn):\n")], "error"),
     ([(CONSTRUCT, "")], "error"),  # never stored in GPA.pai_tracker: AttributeError (below)
-], ids=["save-name-set", "re-exported-class", "save-name-under-a-condition", "save-name-too-late", "not-stored"])
+], ids=["save-name-set", "re-exported-class", "save-name-under-a-condition", "save-name-too-late", "module-alias",
+        "helper", "not-stored"])
 def test_a_tracker_built_directly(tmp_path, changes, expected):
     if changes == [(CONSTRUCT, "")]:
         changes = [(CONSTRUCT + "tracker = GPA.pai_tracker\n",

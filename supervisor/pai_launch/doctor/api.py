@@ -111,16 +111,20 @@ def name_in(expr: ast.AST, env: scope.Env | None) -> str | None:
     return name
 
 
-def held_object(expr: ast.AST, env: scope.Env | None, depth: int = 0) -> str | None:
-    """TRACKER or CONFIG when `expr` holds it on some path (through names, attributes and helpers' returns)."""
+def held_object(expr: ast.AST, env: scope.Env | None, depth: int = 0, seen: set | None = None) -> str | None:
+    """TRACKER or CONFIG when `expr` holds it on some path (through names, attributes and helpers' returns); each
+    expression is followed once per question, so the work stays bounded by the script's size."""
+    seen = set() if seen is None else seen
     found = held(canonical(scope.name_in(expr, env)))
-    if found is not None or depth > MAX_DEPTH or env is None:
+    key = expr.attr if isinstance(expr, ast.Attribute) else id(expr)
+    if found is not None or depth > MAX_DEPTH or env is None or key in seen:
         return found
+    seen.add(key)
     if isinstance(expr, ast.Attribute):
         expr = ast.Name(id=ATTRIBUTE + expr.attr)
     if isinstance(expr, ast.Name):
         for value, where in scope.candidates(expr, env):
-            found = held_object(value, where, depth + 1) if value is not expr else None
+            found = held_object(value, where, depth + 1, seen) if value is not expr else None
             if found is not None:
                 return found
     elif isinstance(expr, ast.Call):
@@ -129,7 +133,7 @@ def held_object(expr: ast.AST, env: scope.Env | None, depth: int = 0) -> str | N
             inner = scope.bind_call(local[0], expr.args, expr.keywords, env, local[1])
             inner.names.update(_assigned(local[0], inner))
             for result in scope.returned(local[0]):
-                found = held_object(result, inner, depth + 1)
+                found = held_object(result, inner, depth + 1, seen)
                 if found is not None:
                     return found
     return None
