@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from pai_launch.doctor import names
+from pai_launch.doctor import api, names
 from pai_launch.doctor.checks_exits import is_failure_exit
 from pai_launch.doctor.checks_setup import in_ddp
 from pai_launch.doctor.env import guarded_candidates, wrapper_kind
@@ -22,9 +22,10 @@ def check_init_run(flow: Flow) -> list[Finding]:
     found = []
     saves = flow.calls(lambda n: names.is_tracker(n, "save_tracker_settings"))
     if not saves and not flow.calls(lambda n: names.is_training(n, "init_run_done")):
-        found.append(Finding("init-settings-not-saved", ERROR, None,
+        unseen = api.unseen(flow, "save_tracker_settings")
+        found.append(Finding("init-settings-not-saved", WARNING if unseen else ERROR, None,
                              "the init run never calls GPA.pai_tracker.save_tracker_settings(): no array_dims.csv, and "
-                             "initialize_tracker_settings() in every generation stops in pdb.set_trace()",
+                             f"initialize_tracker_settings() in every generation stops in pdb.set_trace(){unseen}",
                              "if args.perforate_model_parallel: after the first loss.backward(), "
                              "GPA.pai_tracker.save_tracker_settings(); sys.exit(0)"))
     if saves:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from pai_launch.doctor import names
+from pai_launch.doctor import api, names
 from pai_launch.doctor.env import candidates, name_in, wrapper_kind
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.model import ERROR, WARNING, Finding
@@ -66,7 +66,9 @@ def check_prompts(flow: Flow) -> list[Finding]:
         setters = [e for e in flow.events if _sets(e, setting)]
         setter = f"GPA.pc.set_{setting}(True)"
         if not setters:
-            found.append(Finding(ident, severity, None, f"{setter} is never called: {why}",
+            unseen = api.unseen(flow, "set_" + setting)
+            found.append(Finding(ident, WARNING if unseen else severity, None,
+                                 f"{setter} is never called: {why}{unseen}",
                                  f"call {setter} before UPA.perforate_model"))
         elif all(e.order > first.order for e in setters):
             found.append(Finding(ident, severity, setters[0].line,
@@ -168,9 +170,10 @@ def check_optimizer(flow: Flow) -> list[Finding]:
         return []
     plain = flow.calls(names.is_torch_optimizer)
     where = f" ({names.tail(plain[0].name)} is built directly)" if plain else ""
-    return [Finding("optimizer-not-from-tracker", ERROR, plain[0].line if plain else None,
+    unseen = api.unseen(flow, "setup_optimizer", "set_optimizer_instance")
+    return [Finding("optimizer-not-from-tracker", WARNING if unseen else ERROR, plain[0].line if plain else None,
                     f"the optimizer is not built by GPA.pai_tracker.setup_optimizer{where}: the tracker has no "
-                    "optimizer to reset when it adds dendrites",
+                    f"optimizer to reset when it adds dendrites{unseen}",
                     "GPA.pai_tracker.set_optimizer(torch.optim.X); optimizer, scheduler = "
                     "GPA.pai_tracker.setup_optimizer(model, optim_args, sched_args)",
                     path=plain[0].path if plain else None)]

@@ -20,6 +20,7 @@ from pai_launch.doctor import (
     checks_loop,
     checks_rewrap,
     checks_setup,
+    checks_tracker,
 )
 from pai_launch.doctor import names as doctor_names
 from pai_launch.doctor import save as doctor_save
@@ -55,8 +56,9 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None, scr
             or doctor_names.uses_module(flow.imports, "pai_launch.training")):
         return Report(str(path), (NOT_PAI,), None, None, files, unresolved, skipped)
     findings: list[Finding] = []
-    for check in (checks_api.CHECKS + checks_api_missing.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS + checks_loop.CHECKS
-                  + checks_rewrap.CHECKS + checks_exits.CHECKS + doctor_save.CHECKS):
+    for check in (checks_api.CHECKS + checks_api_missing.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS
+                  + checks_loop.CHECKS + checks_rewrap.CHECKS + checks_tracker.CHECKS + checks_exits.CHECKS
+                  + doctor_save.CHECKS):
         deadline.check()
         findings.extend(check(flow))
     findings.extend(doctor_save.check_save_name(flow, expected_save_name, script_args))

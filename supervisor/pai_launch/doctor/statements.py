@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
+from pai_launch.doctor.api import name_in, remember_attribute
 from pai_launch.doctor.branches import after_leaving, implied, terminates
-from pai_launch.doctor.env import Binding, Env, name_in
+from pai_launch.doctor.env import Binding, Env
 from pai_launch.doctor.flow import Guard
 from pai_launch.doctor.guards import NOTHING, Meaning, meaning
 from pai_launch.doctor.project import Module
@@ -144,6 +145,7 @@ class StatementWalk:
                     env.names[element.id] = Binding(value, env, index=index, when=ctx.guards)
         elif isinstance(target, ast.Attribute):
             self.emit("assign", name_in(target, env), target, ctx, env)
+            remember_attribute(target, value, env)
 
 
 #: Each statement the walk reads and the StatementWalk method that reads it (any other is passed over).

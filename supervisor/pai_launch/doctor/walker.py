@@ -16,7 +16,8 @@ import ast
 from dataclasses import replace
 
 from pai_launch.doctor import names
-from pai_launch.doctor.env import Binding, Env, Source, argparse_defaults, bind_call, candidates, function_of, name_in
+from pai_launch.doctor.api import name_in
+from pai_launch.doctor.env import Binding, Env, Source, argparse_defaults, bind_call, candidates, function_of
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.marker import writes_marker
 from pai_launch.doctor.model import Unresolved
