@@ -1,0 +1,2 @@
+"""Utility helpers for this project (training, PAI, etc.)."""
+
