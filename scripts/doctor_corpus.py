@@ -3,13 +3,19 @@
 tests/doctor_scripts/corpus (public projects kept as they were written, each with its source, licence and the
 problems a correct check reports, in expected.json).
 
-    scripts/doctor_corpus.py            the table, one row a project, and the totals
+    scripts/doctor_corpus.py            the table, one row a project, the totals, and precision and recall for
+                                        each style of script and for the held-out and tuned parts
     scripts/doctor_corpus.py --details  also each project's missed problems and false alarms
 
 A finding matches a true problem with the same id; where both name a line, the file and line must agree (or be one
 of the problem's `also_at` places). Each true problem and each finding is matched at most once. Problems marked
 `"new": true` are ones doctor has no check for: they count against recall over all problems, not against recall
-over doctor's checks. tests/unit/test_doctor_corpus.py holds the README's table to what this prints.
+over doctor's checks.
+
+Each project's expected.json names its `style` (STYLES: how the script drives PerforatedAI and DDP) and whether it is
+`held_out`: a project doctor's checks were not tuned on, chosen by a hash of its name (see
+tests/unit/test_doctor_corpus.py), so its scores say how doctor reads projects it was not written against.
+tests/unit/test_doctor_corpus.py holds the README's table to what this prints.
 """
 
 from __future__ import annotations
@@ -26,12 +32,25 @@ sys.path.insert(0, str(ROOT / "supervisor"))
 from pai_launch.doctor.diagnose import check_script  # noqa: E402  (after the path is set, so it runs from a checkout)
 from pai_launch.doctor.model import ERROR  # noqa: E402
 
+STYLES = {
+    "guide": "the published DDP pattern: UPA.perforate_model and GPA.pai_tracker under torchrun, exiting at each "
+             "restructure to be relaunched",
+    "tracker-object": "drives the tracker as an object (PAINeuronModuleTracker(...), tracker = GPA.pai_tracker, "
+                      "utils_perforatedai's GPA)",
+    "in-process": "DDP that restructures in its own process, without exiting",
+    "data-parallel": "torch.nn.DataParallel",
+    "single-process": "no DDP",
+}
+
 
 @dataclass
 class Score:
     """One project's (or the corpus's) matched problems, missed problems and false alarms."""
 
     name: str
+    style: str = ""
+    projects: int = 0
+    held_out: int = 0  # projects held out
     files: int = 0
     ddp: int = 0  # projects that use DDP
     problems: list[dict] = field(default_factory=list)
@@ -47,7 +66,17 @@ class Score:
     def false_errors(self) -> list[dict]:
         return [f for f in self.false_alarms if f["severity"] == ERROR]
 
+    @property
+    def found_in_scope(self) -> list[dict]:
+        return [p for p in self.found if not p.get("new")]
+
+    @property
+    def reported(self) -> int:
+        return len(self.found) + len(self.false_alarms)
+
     def add(self, other: "Score") -> None:
+        self.projects += other.projects
+        self.held_out += other.held_out
         self.files += other.files
         self.ddp += other.ddp
         for name in ("problems", "found", "missed", "false_alarms"):
@@ -78,7 +107,8 @@ def score(project: Path) -> Score:
     expected = json.loads((project / "expected.json").read_text())
     report = check_script(project / expected["entry"])
     findings = [{"id": f.id, "severity": f.severity, "path": f.path, "line": f.line} for f in report.findings]
-    result = Score(project.name, files=1 + len(report.files), problems=list(expected["findings"]),
+    result = Score(project.name, style=expected["style"], held_out=int(bool(expected["held_out"])), projects=1,
+                   files=1 + len(report.files), problems=list(expected["findings"]),
                    ddp=int(bool(expected.get("ddp", False))))
     unmatched = list(findings)
     for problem in expected["findings"]:
@@ -101,27 +131,41 @@ def _ratio(part: int, whole: int) -> str:
 
 
 def table(scores: list[Score]) -> str:
-    """The README's table: a row a project, then the totals with precision and recall."""
+    """The README's table: a row a project, then the totals with precision and recall, then the same for each style
+    and for the held-out and the tuned parts."""
     total = Score(f"**all {len(scores)}**")
-    rows = ["| project | DDP | files read | true problems (in doctor's checks) | found | missed | false alarms "
-            "(errors) |", "|---|---|---|---|---|---|---|"]
+    rows = ["| project | style | held out | DDP | files read | true problems (in doctor's checks) | found | missed | "
+            "false alarms (errors) |", "|---|---|---|---|---|---|---|---|---|"]
     for s in scores:
         total.add(s)
         rows.append(_row(s))
-    rows.append(_row(total))
-    reported = len(total.found) + len(total.false_alarms)
-    found_in_scope = len([p for p in total.found if not p.get("new")])
+    rows.append(_row(total, totals=True))
     rows.append("")
-    rows.append(f"Precision {_ratio(len(total.found), reported)} ({len(total.found)} of {reported} findings are "
-                f"true problems; false errors: {len(total.false_errors)}). Recall {_ratio(len(total.found), len(total.problems))} "
-                f"over all {len(total.problems)} true problems, {_ratio(found_in_scope, len(total.in_scope))} over the "
-                f"{len(total.in_scope)} that doctor has a check for.")
+    rows.append(f"Precision {_ratio(len(total.found), total.reported)} ({len(total.found)} of {total.reported} "
+                f"findings are true problems; false errors: {len(total.false_errors)}). Recall "
+                f"{_ratio(len(total.found), len(total.problems))} over all {len(total.problems)} true problems, "
+                f"{_ratio(len(total.found_in_scope), len(total.in_scope))} over the {len(total.in_scope)} that doctor "
+                f"has a check for.")
+    rows.append("")
+    rows += ["| part | projects | true problems (in doctor's checks) | found | false alarms (errors) | precision | "
+             "recall, all (over doctor's checks) |", "|---|---|---|---|---|---|---|"]
+    parts = [(f"style `{style}`", [s for s in scores if s.style == style]) for style in STYLES]
+    parts.append(("tuned", [s for s in scores if not s.held_out]))
+    parts.append(("held out", [s for s in scores if s.held_out]))
+    for name, members in parts:
+        part = Score(name)
+        for s in members:
+            part.add(s)
+        rows.append(f"| {name} | {part.projects} | {len(part.problems)} ({len(part.in_scope)}) | {len(part.found)} | "
+                    f"{len(part.false_alarms)} ({len(part.false_errors)}) | {_ratio(len(part.found), part.reported)} | "
+                    f"{_ratio(len(part.found), len(part.problems))} "
+                    f"({_ratio(len(part.found_in_scope), len(part.in_scope))}) |")
     return "\n".join(rows)
 
 
-def _row(s: Score) -> str:
-    ddp = {0: "no", 1: "yes"}.get(s.ddp, str(s.ddp))
-    return (f"| {s.name} | {ddp} | {s.files} | {len(s.problems)} ({len(s.in_scope)}) | "
+def _row(s: Score, totals: bool = False) -> str:
+    ddp, held_out = (str(s.ddp), str(s.held_out)) if totals else (("no", "yes")[s.ddp], ("no", "yes")[s.held_out])
+    return (f"| {s.name} | {s.style} | {held_out} | {ddp} | {s.files} | {len(s.problems)} ({len(s.in_scope)}) | "
             f"{len(s.found)} | {len(s.missed)} | {len(s.false_alarms)} ({len(s.false_errors)}) |")
 
 

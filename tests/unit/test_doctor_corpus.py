@@ -4,6 +4,7 @@ scripts/doctor_corpus.py computes from doctor's findings today."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
@@ -27,6 +28,15 @@ def _scorer():
 
 scorer = _scorer()
 
+# doctor's checks were written and tuned against these projects; every other project is held out or not by a hash of
+# its name, never by choice, and its scores show how doctor reads scripts it was not written against
+TUNED = {"cifar100_resnet_single", "idls26_flowers_ddp", "idls26_mani_ddp", "lpcv_video_distill_ddp",
+         "pai_dendriticdrive_single", "pai_mnist_example", "pai_unet_oldapi_single", "sam_adapter_ddp"}
+
+
+def held_out(name: str) -> bool:
+    return name not in TUNED and int(hashlib.sha256(name.encode()).hexdigest(), 16) % 2 == 0
+
 
 def test_the_corpus_has_at_least_six_projects_half_of_them_ddp():
     assert len(PROJECTS) >= 6
@@ -46,6 +56,21 @@ def test_each_project_names_its_source_and_licence_and_its_expected_findings_are
         assert (project / problem["file"]).is_file(), problem
         for place in problem.get("also_at", ()):
             assert (project / place.rsplit(":", 1)[0]).is_file(), place
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=lambda p: p.name)
+def test_each_project_has_a_style_and_is_held_out_by_the_hash_of_its_name_alone(project):
+    expected = json.loads((project / "expected.json").read_text())
+    assert expected["style"] in scorer.STYLES
+    assert expected["held_out"] is held_out(project.name)
+    if expected["style"] in ("guide", "in-process"):
+        assert expected["ddp"]
+    if expected["style"] == "single-process":
+        assert not expected["ddp"]
+
+
+def test_the_tuned_projects_are_all_there():
+    assert TUNED <= {p.name for p in PROJECTS}
 
 
 def test_the_readme_gives_the_corpus_table_doctor_scores_today():
@@ -68,7 +93,8 @@ def test_the_matching_counts_a_finding_once_and_at_its_line(tmp_path):
     (project / "train.py").write_text(
         "from perforatedai import utils_perforatedai as UPA\n"
         "model = UPA.initialize_pai(object())\n")
-    (project / "expected.json").write_text(json.dumps({"entry": "train.py", "ddp": False, "findings": [
+    (project / "expected.json").write_text(json.dumps({"entry": "train.py", "ddp": False, "style": "single-process",
+                                                       "held_out": False, "findings": [
         {"id": "initialize-pai-removed", "severity": "error", "file": "train.py", "line": 1, "why": "w"},
         {"id": "initialize-pai-removed", "severity": "error", "file": "train.py", "line": 2, "why": "w"}],
         "not_problems": []}))

@@ -1,0 +1,3 @@
+"""
+Utils package for DermCheck
+"""
