@@ -6,6 +6,8 @@ problems a correct check reports, in expected.json).
     scripts/doctor_corpus.py            the table, one row a project, the totals, and precision and recall for
                                         each style of script and for the held-out and tuned parts
     scripts/doctor_corpus.py --details  also each project's missed problems and false alarms
+    scripts/doctor_corpus.py --tuned    the details of the tuned projects only: what to read when changing doctor,
+                                        so that the held-out part stays unseen
 
 A finding matches a true problem with the same id; where both name a line, the file and line must agree (or be one
 of the problem's `also_at` places). Each true problem and each finding is matched at most once. Problems marked
@@ -182,9 +184,9 @@ def details(scores: list[Score]) -> str:
 def main(argv: list[str]) -> int:
     scores = [score(p) for p in projects()]
     print(table(scores))
-    if "--details" in argv:
+    if "--details" in argv or "--tuned" in argv:
         print()
-        print(details(scores))
+        print(details([s for s in scores if not ("--tuned" in argv and s.held_out)]))
     return 0
 
 
