@@ -77,3 +77,11 @@ def test_a_tracker_built_directly_fails_as_doctor_says(tmp_path, name, build, er
     assert [(f.severity, f.line) for f in findings] == [("error", SCRIPT.format(name=name, build=build)
                                                          .splitlines().index(build.splitlines()[0]) + 1)]
     assert error in findings[0].message
+
+
+def test_the_installed_perforatedai_accepts_weight_decay_without_being_told():
+    """Why doctor has no weight-decay prompt check: the setting that would stop in pdb is on by default."""
+    done = subprocess.run([sys.executable, "-c", "from perforatedai import globals_perforatedai as GPA\n"
+                           "print('ACCEPTED', GPA.pc.get_weight_decay_accepted())"],
+                          env=ENV, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert "ACCEPTED True" in done.stdout, done.stdout + done.stderr

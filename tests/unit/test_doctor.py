@@ -440,29 +440,20 @@ def test_unwrapping_after_the_loop_that_wraps_is_not_discarding_the_wrapper(tmp_
     assert check_script(script).findings == ()
 
 
-@pytest.mark.parametrize("optimizer, args, prompted", [
-    ("torch.optim.SGD", '"lr": 0.1', False),
-    ("torch.optim.SGD", '"lr": 0.1, "weight_decay": 0', False),
-    ("torch.optim.SGD", '"lr": 0.1, "weight_decay": 1e-4', True),
-    ("torch.optim.AdamW", '"lr": 0.1', True),  # AdamW's default weight decay is 0.01
-    ("make_optimizer()", '"lr": 0.1', True),  # a class doctor cannot read
+@pytest.mark.parametrize("optimizer, args", [
+    ("torch.optim.SGD", '"lr": 0.1, "weight_decay": 1e-4'),
+    ("torch.optim.AdamW", '"lr": 0.1'),  # AdamW's default weight decay is 0.01
+    ("make_optimizer()", '"lr": 0.1'),  # a class doctor cannot read
 ])
-def test_the_weight_decay_prompt_only_where_the_optimizer_may_decay(tmp_path, optimizer, args, prompted):
+def test_weight_decay_is_no_prompt(tmp_path, optimizer, args):
+    """perforatedai accepts weight decay by default (tests/real holds that to the installed package): an optimizer
+    that decays, without set_weight_decay_accepted, is not a finding."""
     script = variant(tmp_path, ("GPA.pc.set_weight_decay_accepted(True)\n", ""),
                      ('GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.'
                       'setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, {})\n',
                       f"GPA.pai_tracker.set_optimizer({optimizer})\noptimizer, scheduler = GPA.pai_tracker."
                       f'setup_optimizer(model, {{"params": model.parameters(), {args}}}, {{}})\n'))
-    assert ids(check_script(script)) == ({"prompt-weight-decay"} if prompted else set())
-
-
-def test_an_optimizer_instance_doctor_cannot_read_may_decay(tmp_path):
-    script = variant(tmp_path, ("GPA.pc.set_weight_decay_accepted(True)\n", ""),
-                     ("GPA.pai_tracker.set_optimizer(torch.optim.SGD)\n",
-                      "GPA.pai_tracker.set_optimizer_instance(make_optimizer(model))\n"),
-                     ('optimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), '
-                      '"lr": 0.1}, {})\n', "optimizer = scheduler = None\n"))
-    assert ids(check_script(script)) == {"prompt-weight-decay"}
+    assert check_script(script).findings == ()
 
 
 def test_a_later_branch_on_a_test_whose_ddp_ranks_already_exited_is_not_ddp(tmp_path):

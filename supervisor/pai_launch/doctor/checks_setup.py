@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from pai_launch.doctor import api, names
-from pai_launch.doctor.env import candidates, name_in, wrapper_kind
+from pai_launch.doctor.env import candidates, wrapper_kind
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.model import ERROR, WARNING, Finding
 
@@ -23,9 +23,9 @@ FLAGS = (("--perforate_model_parallel", "flag-perforate-model-parallel",
 PROMPTS = (("configuration_confirmed", "prompt-configuration-confirmed", ERROR,
             "perforate_model opens a terminal UI (and fails without a TTY or on any rank but 0)"),
            ("unwrapped_modules_confirmed", "prompt-unwrapped-modules", WARNING,
-            "PerforatedAI stops in pdb.set_trace() when a module with parameters is left unwrapped"),
-           ("weight_decay_accepted", "prompt-weight-decay", WARNING,
-            "PerforatedAI stops in pdb.set_trace() when the optimizer has weight decay"))
+            "PerforatedAI stops in pdb.set_trace() when a module with parameters is left unwrapped"))
+# No weight-decay prompt: perforatedai 3.2.9 accepts weight decay by default (GPA.pc.get_weight_decay_accepted() is
+# True; an optimizer with weight decay gets a logged recommendation, never pdb), so it stops no run.
 
 
 def in_ddp(event: Event) -> bool:
@@ -61,8 +61,6 @@ def check_prompts(flow: Flow) -> list[Finding]:
     first = perforates[0]
     found = []
     for setting, ident, severity, why in PROMPTS:
-        if setting == "weight_decay_accepted" and _without_weight_decay(flow):
-            continue  # the prompt is never reached
         setters = [e for e in flow.events if _sets(e, setting)]
         setter = f"GPA.pc.set_{setting}(True)"
         if not setters:
@@ -79,44 +77,6 @@ def check_prompts(flow: Flow) -> list[Finding]:
 
 def perforate_calls(flow: Flow) -> list[Event]:
     return flow.calls(lambda n: names.is_perforate(n) or names.is_training(n, "perforate_model"))
-
-
-#: torch optimizers whose weight_decay defaults to 0 (AdamW's is 0.01)
-NO_DECAY_BY_DEFAULT = ("SGD", "Adam", "Adadelta", "Adagrad", "Adamax", "ASGD", "NAdam", "RAdam", "RMSprop", "Rprop",
-                       "LBFGS", "SparseAdam")
-
-
-def _without_weight_decay(flow: Flow) -> bool:
-    """Whether every optimizer the tracker gets reads as having no weight decay: the class is one whose default is
-    0 and the arguments pass none (or 0). False whenever something cannot be read."""
-    classes = [(e.node.args[0], e.env) for e in flow.calls(lambda n: names.is_tracker(n, "set_optimizer"))
-               if e.node.args]
-    built = flow.calls(lambda n: names.is_tracker(n, "setup_optimizer"))
-    instances = [e for e in flow.calls(lambda n: names.is_tracker(n, "set_optimizer_instance")) if e.node.args]
-    if not (classes and built) and not instances:
-        return False
-    for event in built:
-        held = list(candidates(event.node.args[1], event.env)) if len(event.node.args) > 1 else []
-        if not held or not all(_no_decay(value) for value, _scope in held):
-            return False
-    for event in instances:
-        held = list(candidates(event.node.args[0], event.env))
-        if not held or not all(isinstance(value, ast.Call) and _no_decay(value) for value, _scope in held):
-            return False
-        classes.extend((value.func, scope) for value, scope in held)
-    return all(names.tail(name_in(c, env)) in NO_DECAY_BY_DEFAULT for c, env in classes)
-
-
-def _no_decay(value: ast.AST) -> bool:
-    """A dict literal or optimizer call that passes no weight_decay, or 0."""
-    if isinstance(value, ast.Dict):
-        pairs = [(k.value if isinstance(k, ast.Constant) else None, v) for k, v in zip(value.keys, value.values)]
-    elif isinstance(value, ast.Call) and len(value.args) <= 2:  # (params, lr): weight_decay comes later
-        pairs = [(k.arg, k.value) for k in value.keywords]
-    else:
-        return False
-    return all(key is not None and (key != "weight_decay" or isinstance(item, ast.Constant) and item.value == 0)
-               for key, item in pairs)  # a None key is a **splat: unreadable
 
 
 def _sets(event: Event, setting: str) -> bool:
