@@ -590,3 +590,26 @@ def test_the_capacity_test_turned_off_after_perforate_model(tmp_path, changes, e
     assert f"after perforate_model (line {line_of(script, 'UPA.perforate_model(')})" in finding.message
     assert "configure_without_prompts(testing_dendrite_capacity=False)" in finding.fix
     assert "\n" not in finding.message + finding.fix
+
+
+NO_OPTIONS = ("import torch\nfrom perforatedai import globals_perforatedai as GPA\n"
+              "from perforatedai import utils_perforatedai as UPA\n{extra}"
+              "GPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\n"
+              "model = UPA.perforate_model(torch.nn.Linear(4, 2))\n")
+
+
+@pytest.mark.parametrize("extra, ignored", [
+    ("", True),
+    ("import sys\nEPOCHS = int(sys.argv[1])\n", False),
+    ("import click\n", False),
+    ("from transformers import HfArgumentParser\n", False),
+])
+def test_a_script_that_reads_no_options_ignores_the_flags(tmp_path, extra, ignored):
+    """Without argparse or sys.argv the flags are not rejected but ignored: the init run trains as a whole run."""
+    script = tmp_path / "train.py"
+    script.write_text(NO_OPTIONS.format(extra=extra))
+    flags = [f for f in check_script(script).findings if f.id.startswith("flag-")]
+    assert [(f.id, f.severity) for f in flags] == [("flag-perforate-model-parallel", "error"),
+                                                  ("flag-pai-load-folder", "error")]
+    assert all(("reads no command-line options" in f.message) is ignored for f in flags)
+    assert all(("argparse exits 2" in f.message) is not ignored for f in flags)

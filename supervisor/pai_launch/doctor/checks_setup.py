@@ -48,10 +48,34 @@ def check_flags(flow: Flow) -> list[Finding]:
             found.append(Finding(ident, ERROR, None, f"the script spells the option {hyphens}: {why}, and argparse "
                                  f"does not read {flag} as {hyphens} (unrecognized arguments, exit 2)",
                                  f'add the underscore spelling: parser.add_argument("{hyphens}", "{flag}", ...)'))
+        elif reads_no_options(flow):
+            found.append(Finding(ident, ERROR, None, f"the script reads no command-line options (no argparse, no "
+                                 f"sys.argv): {why}, and it ignores {flag}, so it never learns which run it is",
+                                 f"parse the options with argparse and {fix}"))
         else:
             found.append(Finding(ident, ERROR, None, f"the script does not accept {flag}: {why}, and argparse "
                                  "exits 2 on an unknown option", f"add {fix}"))
     return found
+
+
+#: libraries that read the command line themselves (an import of one means the script may read options)
+OPTION_LIBRARIES = frozenset({"argparse", "optparse", "getopt", "click", "typer", "fire", "hydra", "absl", "docopt",
+                              "jsonargparse", "simple_parsing", "tyro", "omegaconf"})
+OPTION_CLASSES = ("HfArgumentParser", "LightningCLI")
+
+
+def reads_no_options(flow: Flow) -> bool:
+    """Whether no file read looks at sys.argv or imports a library that reads the command line: then pai-launch's
+    flags are silently ignored rather than rejected."""
+    for module in flow.modules:
+        paths = module.imports.values()
+        if any(path.split(".")[0] in OPTION_LIBRARIES or names.tail(path) in OPTION_CLASSES for path in paths):
+            return False
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Attribute) and node.attr == "argv" \
+                    and names.dotted(node, module.imports) == "sys.argv":
+                return False
+    return True
 
 
 def check_prompts(flow: Flow) -> list[Finding]:
