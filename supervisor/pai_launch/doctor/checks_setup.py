@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from pai_launch.doctor import api, names
+from pai_launch.doctor import api, names, tracker_use
 from pai_launch.doctor.env import candidates, wrapper_kind
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.model import ERROR, WARNING, Finding
@@ -150,17 +150,19 @@ def check_resume(flow: Flow) -> list[Finding]:
 
 
 def check_optimizer(flow: Flow) -> list[Finding]:
-    if flow.calls(lambda n: names.is_tracker(n, "setup_optimizer") or names.is_tracker(n, "set_optimizer_instance")):
+    if flow.calls(lambda n: names.is_tracker(n, "setup_optimizer") or names.is_tracker(n, "set_optimizer_instance")) \
+            or not tracker_use.reaches_tracker(flow):
         return []
     plain = flow.calls(names.is_torch_optimizer)
-    where = f" ({names.tail(plain[0].name)} is built directly)" if plain else ""
+    first = tracker_use.running(plain)
+    where = f" ({names.tail(first.name)} is built directly)" if first else ""
     unseen = api.unseen(flow, "setup_optimizer", "set_optimizer_instance")
-    return [Finding("optimizer-not-from-tracker", WARNING if unseen else ERROR, plain[0].line if plain else None,
+    return [Finding("optimizer-not-from-tracker", WARNING if unseen else ERROR, first.line if first else None,
                     f"the optimizer is not built by GPA.pai_tracker.setup_optimizer{where}: the tracker has no "
                     f"optimizer to reset when it adds dendrites{unseen}",
                     "GPA.pai_tracker.set_optimizer(torch.optim.X); optimizer, scheduler = "
                     "GPA.pai_tracker.setup_optimizer(model, optim_args, sched_args)",
-                    path=plain[0].path if plain else None)]
+                    path=first.path if first else None)]
 
 
 #: DistributedDataParallel's parameters by position (torch 2.x).

@@ -92,9 +92,10 @@ def resume_stage(flow: Flow) -> str | None:
 
 
 def check_resume_latest(flow: Flow) -> list[Finding]:
-    """A script that always resumes from latest redoes the restructure latest.pt was saved before."""
+    """A DDP script that always resumes from latest redoes the restructure latest.pt was saved before (a single
+    process restructures in place: no generation resumes, as check_resume says of a missing load)."""
     stage, event = _resume(flow)
-    if stage != "latest" or any("switch_" in s for s in flow.strings):
+    if stage != "latest" or any("switch_" in s for s in flow.strings) or not flow.is_ddp():
         return []
     return [Finding("resume-from-latest", WARNING, event.line,
                     "the script always resumes from latest: after a restructure latest.pt holds the model from before "

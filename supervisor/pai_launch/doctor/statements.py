@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from pai_launch.doctor.api import name_in, remember_attribute
 from pai_launch.doctor.branches import after_leaving, implied, terminates
+from pai_launch.doctor.decided import truth
 from pai_launch.doctor.env import Binding, Env
 from pai_launch.doctor.flow import Guard
 from pai_launch.doctor.guards import NOTHING, Meaning, meaning
@@ -28,14 +29,24 @@ class Ctx:
     imports: tuple[Module, ...] = ()
     detached: bool = False
     implied: tuple[tuple[str, Meaning], ...] = ()  # an if's test -> what it implies here (branches.implied)
+    dead: bool = False  # code that never runs (doctor.decided): walked only so that its functions count as reached
 
 
 class StatementWalk:
     """The walker's statements, kept apart from its files and calls; they use its expr, imported and emit."""
 
+    decisions: dict[int, bool | None]  # id(if) -> what decides it (StatementWalk.decision)
+
     def block(self, body: list[ast.stmt], ctx: Ctx, env: Env) -> Env:
-        for stmt in body:
+        for index, stmt in enumerate(body):
             env = self.statement(stmt, ctx, env)
+            if ctx.dead:
+                continue
+            if self.stops(stmt, env):
+                self.block(body[index + 1:], replace(ctx, dead=True), env.copy())
+                break
+            if self.decision(stmt, ctx, env) is not None:
+                continue  # the branch that runs binds its names; the other one leaves nothing for the code after
             after = after_leaving(stmt, env) if isinstance(stmt, ast.If) else None
             if after is not None:
                 ctx = replace(ctx, guards=ctx.guards + (after,))
@@ -43,6 +54,29 @@ class StatementWalk:
             if implication is not None:
                 ctx = replace(ctx, implied=ctx.implied + (implication,))
         return env
+
+    def stops(self, stmt: ast.stmt, env: Env) -> bool:
+        """Whether nothing after the statement in its block runs: return, raise, continue, break, sys.exit() (while
+        no file read replaces the exits), or an if a constant decides whose branch that runs stops."""
+        if isinstance(stmt, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+            return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            return name_in(stmt.value.func, env) in EXITS and not self.exits_replaced()
+        held = self.decisions.get(id(stmt)) if isinstance(stmt, ast.If) else None
+        return held is not None and any(self.stops(inner, env) for inner in (stmt.body if held else stmt.orelse))
+
+    def exits_replaced(self) -> bool:
+        """Whether some file read may replace sys.exit or exit (then an exit call may return)."""
+        return False
+
+    def decision(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> bool | None:
+        """True or False for an if whose test a constant decides (doctor.decided), else None; read once per if."""
+        if not isinstance(stmt, ast.If):
+            return None
+        if id(stmt) not in self.decisions:
+            scope = ctx.stack[-1] if ctx.stack else ctx.imports[-1].tree if ctx.imports else None
+            self.decisions[id(stmt)] = None if scope is None else truth(stmt.test, stmt, scope, env)
+        return self.decisions[id(stmt)]
 
     def statement(self, stmt: ast.stmt, ctx: Ctx, env: Env) -> Env:
         """What the statement does, in the env it leaves (an if's branches may bind names differently)."""
@@ -54,7 +88,8 @@ class StatementWalk:
         return env
 
     def import_(self, stmt: ast.Import | ast.ImportFrom, ctx: Ctx, env: Env) -> Env:
-        self.imported(stmt, ctx, env)
+        if not ctx.dead:
+            self.imported(stmt, ctx, env)
         return env
 
     def expression(self, stmt: ast.Expr, ctx: Ctx, env: Env) -> Env:
@@ -124,6 +159,10 @@ class StatementWalk:
 
     def branch(self, stmt: ast.If, ctx: Ctx, env: Env) -> Env:
         self.expr(stmt.test, ctx, env)
+        held = None if ctx.dead else self.decision(stmt, ctx, env)
+        if held is not None:  # only one branch runs, always: no guard, the other branch is dead
+            self.block(stmt.orelse if held else stmt.body, replace(ctx, dead=True), env.copy())
+            return self.block(stmt.body if held else stmt.orelse, ctx, env.copy())
         test = ast.dump(stmt.test)
         also = [held for implied_test, held in ctx.implied if implied_test == test]
         yes = Guard(stmt, True, meaning(stmt.test, True, env).plus(also[-1] if also else NOTHING))
@@ -145,8 +184,12 @@ class StatementWalk:
                     env.names[element.id] = Binding(value, env, index=index, when=ctx.guards)
         elif isinstance(target, ast.Attribute):
             self.emit("assign", name_in(target, env), target, ctx, env)
-            remember_attribute(target, value, env)
+            if not ctx.dead:
+                remember_attribute(target, value, env)
 
+
+#: the calls that end the process (pai_launch.training's helpers may not: names.is_exit)
+EXITS = ("sys.exit", "exit", "quit", "os._exit")
 
 #: Each statement the walk reads and the StatementWalk method that reads it (any other is passed over).
 STATEMENTS = {

@@ -27,6 +27,7 @@ from pai_launch.doctor.statements import Ctx, StatementWalk
 MAX_DEPTH = 6
 MAX_IMPORTS = 5  # files imported from files imported from ... the script
 MAX_UNRESOLVED = 8
+EXIT_NAMES = ("exit", "quit", "_exit")
 
 
 class _Walker(StatementWalk):
@@ -40,6 +41,8 @@ class _Walker(StatementWalk):
         self.done = False
         self.bare: set[int] = set()  # calls whose value nothing uses: `main()`, `sys.exit(main())`
         self.giving: list[bool] = []  # per function entered: whether its caller uses the value it returns
+        self.decisions: dict[int, bool | None] = {}
+        self.replaced: dict[int, bool] = {}  # id(module) -> whether it may replace an exit
 
     # files ------------------------------------------------------------------------------------------------------
     def module_scope(self, module: Module) -> Env:
@@ -138,7 +141,7 @@ class _Walker(StatementWalk):
         name = name_in(node.func, env)
         held = [name_in(value, scope) for value, scope in candidates(node.func, env)
                 if value is not node.func and isinstance(value, (ast.Name, ast.Attribute))]
-        if not held:
+        if not held and not ctx.dead:
             self.note_unresolved(name, node, env)
         if isinstance(node.func, ast.Name) and held:  # a name holding a callable: end(run) with end=pt.end_generation
             name = held[0]
@@ -169,9 +172,29 @@ class _Walker(StatementWalk):
         finally:
             self.giving.pop()
 
+    def exits_replaced(self) -> bool:
+        for module in self.project.modules:
+            if id(module) not in self.replaced:
+                self.replaced[id(module)] = replaces_exit(module.tree)
+        return any(self.replaced.values())
+
     def emit(self, kind: str, name: str | None, node: ast.AST, ctx: Ctx, env: Env) -> None:
+        if ctx.dead:
+            return
         self.flow.events.append(Event(len(self.flow.events), kind, name, node, ctx.guards, ctx.loops,
                                       ctx.serialized, len(ctx.stack), env.snapshot(), ctx.detached))
+
+
+def replaces_exit(tree: ast.Module) -> bool:
+    """Whether the file assigns, or setattr()s, anything named exit or quit (doctor.checks_exits reads how)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store) \
+                and (node.id if isinstance(node, ast.Name) else node.attr) in EXIT_NAMES:
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in EXIT_NAMES:
+            return True
+    return False
 
 
 def walk(project: Project) -> Flow:
