@@ -185,7 +185,8 @@ def _touches(node: ast.AST, name: str, attribute: str, env: Env | None, seen: tu
 def _leaves_alone(call: ast.Call, position: int | None, keyword: str | None, attribute: str, env: Env | None,
                   seen: tuple) -> bool:
     """Whether the callee does not change that attribute of the argument at `position` (or `keyword`)."""
-    if isinstance(call.func, ast.Name) and call.func.id in READERS and (env is None or env.lookup(call.func.id) is None):
+    if isinstance(call.func, ast.Name) and call.func.id in READERS \
+            and (env is None or env.lookup(call.func.id) is None):
         return True
     if env is None or len(seen) >= MAX_CALLS or any(isinstance(a, ast.Starred) for a in call.args) \
             or any(k.arg is None for k in call.keywords):
