@@ -121,3 +121,16 @@ def test_code_after_an_unconditional_exit_is_not_read(tmp_path, before, dead):
         assert findings == [("optimizer-not-from-tracker", "error", None)]
     else:
         assert findings == [("optimizer-not-from-tracker", "error", adam)]
+
+
+LOAD = ('        newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n'
+        '        model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\n')
+LATEST = '        model = UPA.load_system(model, args.pai_load_folder, "latest", True)\n'
+
+
+def test_resuming_from_latest_matters_only_to_a_ddp_script(tmp_path):
+    """A single process restructures in place; only DDP generations resume (resume-missing asks the same)."""
+    assert found(variant(tmp_path, (LOAD, LATEST))) == []
+    script = variant(tmp_path, (LOAD, LATEST), (CONSTANT, ""))
+    latest = ("resume-from-latest", "warning", line_of(script, '"latest"'))
+    assert found(script) == sorted(ddp_findings(script) + [latest], key=lambda f: f[2])
