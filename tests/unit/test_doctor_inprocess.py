@@ -1,0 +1,85 @@
+"""doctor on DDP scripts that restructure in their own process, as real ones write it: rank 0 scores and broadcasts
+the flags, every rank reloads and builds DDP again under `if restructured:`, the loop checks training_complete
+after. Scripts are variants of tests/doctor_scripts/good/minimal_ddp.py, read with ast, never run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pai_launch.doctor.diagnose import check_script, render_text
+
+pytestmark = pytest.mark.timeout(60)
+
+GOOD = Path(__file__).resolve().parents[1] / "doctor_scripts" / "good" / "minimal_ddp.py"
+
+END = '''    if complete:
+        if rank == 0:
+            with open(os.path.join(args.save, ".training_complete"), "w") as marker:
+                marker.write("complete\\n")
+    if complete or restructured:
+        if distributed:
+            dist.barrier()
+            dist.destroy_process_group()
+        sys.exit(0)
+'''
+
+#: the flags broadcast from rank 0; on a restructure a reload that waits for the file in a retry loop with a break,
+#: then DDP and the optimizer built again; the completion check comes after
+IN_PROCESS = '''    if distributed:
+        flags = [restructured, complete]
+        dist.broadcast_object_list(flags, src=0)
+        restructured, complete = flags
+        if restructured:
+            dist.barrier()
+            for attempt in range(5):
+                if os.path.exists(os.path.join(args.save, "latest.pt")):
+                    break
+            net = UPA.load_system(net, args.save, "latest", True)
+    if restructured:
+        optimizer, scheduler = GPA.pai_tracker.setup_optimizer(net, {"params": net.parameters(), "lr": 0.1}, {})
+        if distributed:
+            model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)
+    if complete:
+        if rank == 0:
+            with open(os.path.join(args.save, ".training_complete"), "w") as marker:
+                marker.write("complete\\n")
+        break
+if distributed:
+    dist.barrier()
+    dist.destroy_process_group()
+'''
+
+
+def variant(folder: Path, *changes: tuple[str, str]) -> Path:
+    text = GOOD.read_text()
+    for old, new in changes:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = folder / "train.py"
+    path.write_text(text)
+    return path
+
+
+def found(script: Path) -> set[tuple[str, str, int | None]]:
+    return {(f.id, f.severity, f.line) for f in check_script(script).findings}
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_a_retry_loops_break_under_if_restructured_does_not_leave_the_generation(tmp_path):
+    """The break leaves only the loop that waits for latest.pt: the restructure is handled in process, and the
+    completion check after it is in time."""
+    script = variant(tmp_path, (END, IN_PROCESS))
+    assert {f for f in found(script) if f[1] == "error"} == set(), render_text(check_script(script))
+
+
+def test_a_break_out_of_the_training_loop_under_if_restructured_still_comes_before_complete(tmp_path):
+    script = variant(tmp_path, (END, IN_PROCESS.replace("            net = UPA.load_system(net, args.save, \"latest\", True)\n",
+                                                        "            net = UPA.load_system(net, args.save, \"latest\", True)\n"
+                                                        "            break\n")))
+    assert ("restructured-before-complete", "error", line_of(script, "        if restructured:")) in found(script), \
+        render_text(check_script(script))
