@@ -83,3 +83,35 @@ def test_a_break_out_of_the_training_loop_under_if_restructured_still_comes_befo
                                                         "            break\n")))
     assert ("restructured-before-complete", "error", line_of(script, "        if restructured:")) in found(script), \
         render_text(check_script(script))
+
+
+AT_ONCE = ("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n",
+           "model = UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)\n")
+REPERFORATE = ('            net = UPA.load_system(net, args.save, "latest", True)\n',
+               '            if not has_dendrites(net):\n'
+               '                net = UPA.perforate_model(net, save_name=args.save)\n'
+               '            net = UPA.load_system(net, args.save, "latest", True)\n')
+
+
+def races(script: Path) -> list[tuple[str, str, int | None, str]]:
+    return [(f.id, f.severity, f.line, f.message) for f in check_script(script).findings
+            if f.id == "perforate-model-race"]
+
+
+def test_perforating_again_in_the_loop_is_the_start_ups_race_named_once(tmp_path):
+    """All ranks perforate at start-up, and again in the loop where the model lacks dendrites: one race, at the
+    start-up, naming the loop's call."""
+    script = variant(tmp_path, (END, IN_PROCESS), AT_ONCE)
+    text = script.read_text().replace(*REPERFORATE)
+    script.write_text(text)
+    again = line_of(script, "net = UPA.perforate_model(net")
+    [(ident, severity, line, message)] = races(script)
+    assert (ident, severity, line) == ("perforate-model-race", "error", line_of(script, "model = UPA.perforate_model("))
+    assert message.endswith(f"again in a loop after it, at line {again}")
+
+
+def test_a_loops_perforation_after_a_start_up_in_turn_is_its_own_race(tmp_path):
+    script = variant(tmp_path, (END, IN_PROCESS))
+    script.write_text(script.read_text().replace(*REPERFORATE))
+    assert [r[:3] for r in races(script)] == [
+        ("perforate-model-race", "error", line_of(script, "net = UPA.perforate_model(net"))]

@@ -113,20 +113,35 @@ def _sets(event: Event, setting: str) -> bool:
 
 
 def check_perforate_in_turn(flow: Flow) -> list[Finding]:
+    """One finding per place the ranks perforate at once; a call repeated in a loop after one of those (perforating
+    again a model the start-up already perforated) is the same race, named in that finding."""
     if not flow.is_ddp():
         return []
-    found, seen = [], set()
+    racing: dict[ast.AST, tuple[Event, list[Event]]] = {}
     for event in flow.calls(names.is_perforate):
-        if event.node in seen or not in_ddp(event) or event.mode.rank0 is True or flow.taken_in_turn(event):
+        if event.node in racing or not in_ddp(event) or event.mode.rank0 is True or flow.taken_in_turn(event):
             continue
-        seen.add(event.node)
+        before = next((first for first, _again in racing.values() if _repeats(event, first)), None)
+        if before is not None:
+            racing[before.node][1].append(event)
+        else:
+            racing[event.node] = (event, [])
+    found = []
+    for event, again in racing.values():
+        lines = ", ".join(f"line {e.line}" if e.path == event.path else f"{e.path}:{e.line}" for e in again)
+        more = f"; again in a loop after it, at {lines}" if again else ""
         found.append(Finding(
             "perforate-model-race", ERROR, event.line,
             "every rank calls UPA.perforate_model at once: each rewrites SAVE/<save>_config.json while the "
-            "others read it (JSONDecodeError at start-up)",
+            f"others read it (JSONDecodeError at start-up){more}",
             "call it one rank at a time (for r in range(world): if r == rank: perforate; dist.barrier()), "
             "or use pai_launch.training.perforate_model(run, model, ...)", path=event.path))
     return found
+
+
+def _repeats(event: Event, first: Event) -> bool:
+    """The call comes after `first` inside a loop `first` is not in: the training loop perforating again."""
+    return first.order < event.order and any(all(loop is not held for held in first.loops) for loop in event.loops)
 
 
 def check_resume(flow: Flow) -> list[Finding]:
