@@ -115,3 +115,28 @@ def test_a_loops_perforation_after_a_start_up_in_turn_is_its_own_race(tmp_path):
     script.write_text(script.read_text().replace(*REPERFORATE))
     assert [r[:3] for r in races(script)] == [
         ("perforate-model-race", "error", line_of(script, "net = UPA.perforate_model(net"))]
+
+
+NO_EXIT_CALLED = ("            sys.exit(0)\n", "            raise SystemExit(0)\n")
+DISABLED = ("GPA.pc.set_configuration_confirmed(True)\n",
+            "def quiet():\n    sys.exit = lambda *a, **k: None\n\n\n"
+            "quiet()\nGPA.pc.set_configuration_confirmed(True)\n")
+
+
+def test_a_disabled_sys_exit_the_script_never_calls_still_swallows_perforatedais_exits(tmp_path):
+    """PerforatedAI ends the process with sys.exit on its own fatal problems: a warning, with that reason."""
+    script = variant(tmp_path, (END, IN_PROCESS), NO_EXIT_CALLED, DISABLED)
+    report = check_script(script)
+    exits = [f for f in report.findings if f.id == "exits-disabled"]
+    assert [(f.severity, f.line) for f in exits] == [("warning", call_line(script))], render_text(report)
+    assert "PerforatedAI's own sys.exit" in exits[0].message
+
+
+def test_a_disabled_sys_exit_the_script_calls_is_an_error(tmp_path):
+    script = variant(tmp_path, (END, IN_PROCESS), DISABLED)
+    assert {f for f in found(script) if f[0] == "exits-disabled"} == {("exits-disabled", "error", call_line(script))}, \
+        render_text(check_script(script))
+
+
+def call_line(script: Path) -> int:
+    return script.read_text().splitlines().index("quiet()") + 1
