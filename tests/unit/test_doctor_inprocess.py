@@ -107,7 +107,27 @@ def test_perforating_again_in_the_loop_is_the_start_ups_race_named_once(tmp_path
     again = line_of(script, "net = UPA.perforate_model(net")
     [(ident, severity, line, message)] = races(script)
     assert (ident, severity, line) == ("perforate-model-race", "error", line_of(script, "model = UPA.perforate_model("))
-    assert message.endswith(f"again in a loop after it, at line {again}")
+    assert message.endswith(f"; the same race at line {again} (again in a loop after it)")
+
+
+def test_perforating_in_both_branches_of_an_if_is_one_race_named_once(tmp_path):
+    """Only one branch runs: one race, at the first call, naming the other (a resume branch and a fresh start)."""
+    script = variant(tmp_path, AT_ONCE[:1] + (
+        "if args.pai_load_folder:\n    model = UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)\n"
+        "else:\n    model = UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)\n",))
+    first = line_of(script, "model = UPA.perforate_model(")
+    [(ident, severity, line, message)] = races(script)
+    assert (ident, severity, line) == ("perforate-model-race", "error", first)
+    assert message.endswith(f"; the same race at line {first + 2} (the other branch of its if)")
+
+
+def test_perforating_twice_one_after_the_other_is_two_races(tmp_path):
+    script = variant(tmp_path, AT_ONCE[:1] + (
+        "model = UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)\n"
+        "model = UPA.perforate_model(model, save_name=args.save)\n",))
+    first = line_of(script, "model = UPA.perforate_model(")
+    assert [r[:3] for r in races(script)] == [("perforate-model-race", "error", first),
+                                              ("perforate-model-race", "error", first + 1)]
 
 
 def test_a_loops_perforation_after_a_start_up_in_turn_is_its_own_race(tmp_path):
