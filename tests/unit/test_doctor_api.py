@@ -56,6 +56,8 @@ def test_the_bundled_names_are_3_2_9s():
     ("perforatedai.utils_perforatedai.initialize_dendrites", None),  # and initialize-dendrites this one
     ("perforatedai.utils_perforatedai.convert_network_pb", ("UPA.convert_network_pb", "convert_network_pb")),
     ("perforatedai.globals_perforatedai.pai_tracker.member_vars.get", None),  # an attribute's method
+    ("perforatedai.convert_network", ("perforatedai.convert_network", "convert_network")),
+    ("perforatedai.utils_perforatedai", None),  # a module of the package
     ("torch.nn.Linear", None),
 ])
 def test_lookup(name, missing):
@@ -104,13 +106,72 @@ def test_initialize_pai_counts_places_too(tmp_path):
 
 
 @pytest.mark.parametrize("guarded", [
-    'if hasattr(GPA.pc, "set_when_to_switch_mode"):\n    GPA.pc.set_when_to_switch_mode(1)\n',
-    "try:\n    GPA.pc.set_when_to_switch_mode(1)\nexcept AttributeError:\n    pass\n",
-    "try:\n    GPA.pai_tracker.set_n_epochs(1)\nexcept (ValueError, Exception):\n    pass\n",
-], ids=["hasattr", "try-attribute-error", "try-exception"])
-def test_a_call_the_script_guards_is_not_reported(tmp_path, guarded):
+    'if hasattr(GPA.pai_tracker, "set_n_epochs"):\n    GPA.pai_tracker.set_n_epochs(1)\n',
+    'if hasattr(UPA, "convert_network_pb"):\n    UPA.convert_network_pb(model)\nelse:\n    pass\n',
+], ids=["hasattr-tracker", "hasattr-utils"])
+def test_a_call_the_script_asks_for_first_is_not_reported(tmp_path, guarded):
     script = variant(tmp_path, (PROMPTS, PROMPTS + guarded))
     assert check_script(script).findings == ()
+
+
+@pytest.mark.parametrize("guarded", [
+    'if hasattr(GPA.pc, "set_when_to_switch_mode"):\n    GPA.pc.set_when_to_switch_mode(1)\n',
+    "try:\n    GPA.pc.set_when_to_switch_mode(1)\nexcept AttributeError:\n    pass\n",
+    'if hasattr(GPA.pc, "append_modules_to_convert"):\n    GPA.pc.append_modules_to_convert([nn.Linear])\n',
+], ids=["hasattr-set", "try-set", "hasattr-append"])
+def test_a_setting_3_2_9_answers_for_any_name_is_not_guarded_by_hasattr_or_try(tmp_path, guarded):
+    """3.2.9's GPA.pc answers any set_/append_ with a no-op: hasattr is True and nothing raises, so the call runs and
+    the setting is dropped."""
+    script = variant(tmp_path, (PROMPTS, PROMPTS + guarded))
+    report = check_script(script)
+    line = line_of(script, "    GPA.pc.")
+    assert [(f.id, f.severity, f.line) for f in report.findings] == [
+        ("perforatedai-api-missing", "warning", line)], render_text(report)
+    assert "Ignoring set attempt" in report.findings[0].message
+
+
+@pytest.mark.parametrize("guarded", [
+    "try:\n    GPA.pai_tracker.set_n_epochs(1)\nexcept (ValueError, Exception):\n    pass\n",
+    "try:\n    if not hasattr(GPA.pai_tracker, 'set_n_epochs'):\n        raise AttributeError('old')\n"
+    "    GPA.pai_tracker.set_n_epochs(1)\nexcept AttributeError:\n    pass\n",
+], ids=["try-exception", "hasattr-raise-in-try"])
+def test_a_missing_method_in_a_try_that_catches_it_is_a_warning(tmp_path, guarded):
+    """It does not crash, but what the try guards never runs with this release."""
+    script = variant(tmp_path, (PROMPTS, PROMPTS + guarded))
+    report = check_script(script)
+    assert [(f.id, f.severity, f.line) for f in report.findings] == [
+        ("perforatedai-api-missing", "warning", line_of(script, "    GPA.pai_tracker.set_n_epochs(1)"))], \
+        render_text(report)
+    assert "the try around it catches" in report.findings[0].message
+
+
+def test_missing_names_in_one_try_are_one_finding_at_the_first(tmp_path):
+    """The first raises and the try is left: the names after it never run, so they are named in that finding."""
+    guarded = ("try:\n    GPA.pai_tracker.setOptimizer(torch.optim.SGD)\n    GPA.pai_tracker.setScheduler(None)\n"
+               "    optimizer = GPA.pai_tracker.getOptimizer(model.parameters())\nexcept Exception:\n    pass\n")
+    script = variant(tmp_path, (PROMPTS, PROMPTS + guarded))
+    report = check_script(script)
+    assert [(f.id, f.severity, f.line) for f in report.findings] == [
+        ("perforatedai-api-missing", "warning", line_of(script, "setOptimizer"))], render_text(report)
+    assert "(nor GPA.pai_tracker.setScheduler, GPA.pai_tracker.getOptimizer, also missing, after it)" in \
+        report.findings[0].message
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("PA.convert_network(model)\n", "error"),
+    ("tracker = PA.PerforatedBackPropagationTracker(do_pb=True)\n", "error"),
+    ("try:\n    PA.convert_network(model)\nexcept Exception:\n    pass\n", "warning"),
+], ids=["function", "class", "caught"])
+def test_a_name_perforatedai_itself_lacks(tmp_path, call, expected):
+    """`import perforatedai as PA; PA.convert_network(...)`: 3.2.9's package holds only its modules."""
+    script = variant(tmp_path, ("import torch\n", "import perforatedai as PA\nimport torch\n"),
+                     (PROMPTS, PROMPTS + call))
+    report = check_script(script)
+    first = call.splitlines()[0] if expected == "error" else "    PA.convert_network(model)"
+    line = script.read_text().splitlines().index(first) + 1
+    assert [(f.id, f.severity, f.line) for f in report.findings] == [
+        ("perforatedai-api-missing", expected, line)], render_text(report)
+    assert report.findings[0].message.startswith("perforatedai.")
 
 
 def _source_install(folder: Path, settings: int = 12) -> Path:
@@ -134,6 +195,21 @@ def test_a_source_install_is_read_with_ast(tmp_path):
     assert pai_api.from_sources(tmp_path, "9.9") is None  # no files: the bundled names are used
     (tmp_path / "few").mkdir()
     assert pai_api.from_sources(_source_install(tmp_path / "few", settings=2), "9.9") is None  # not understood
+
+
+def test_a_source_installs_package_names_and_answered_prefixes_are_read(tmp_path):
+    package = _source_install(tmp_path)
+    (package / "__init__.py").write_text("VERSION = '9.9'\n")
+    config = (package / "globals_perforatedai.py").read_text()
+    (package / "globals_perforatedai.py").write_text(config + (
+        "\n    def __getattr__(self, name):\n        if name.startswith('set_'):\n            return lambda x: None\n"
+        "        if name.startswith('get_') and self.module:\n            return None\n"
+        "        raise AttributeError(name)\n"))
+    api = pai_api.from_sources(package, "9.9")
+    assert api is not None and api.answers == ("set_",)
+    assert api.package == {"VERSION", "globals_perforatedai", "tracker_perforatedai", "utils_perforatedai"}
+    assert lookup("perforatedai.convert_network", api) == ("perforatedai.convert_network", "convert_network")
+    assert pai_api.bundled().answers == ("set_", "append_")
 
 
 def test_doctor_finds_the_installed_perforatedai_without_importing_it(tmp_path):

@@ -100,11 +100,13 @@ def _relied_on(flow: Flow) -> set[str]:
 
 
 def check_exits_disabled(flow: Flow) -> list[Finding]:
-    """One finding per place the exits the script calls are replaced: at the call of the helper that does it, or at
-    the assignment. An error where it surely runs, a warning under a condition doctor cannot read; nothing where
-    only a plain single process (neither the init run nor a DDP rank) gets there."""
+    """One finding per place the exits the script calls, or sys.exit (PerforatedAI's own), are replaced: at the call
+    of the helper that does it, or at the assignment. An error where an exit the script calls surely falls through,
+    a warning under a condition doctor cannot read or where only PerforatedAI's failures exit that way; nothing
+    where only a plain single process (neither the init run nor a DDP rank) gets there."""
     values = _assignments(flow)
-    relied_on = _relied_on(flow)
+    called = _relied_on(flow)
+    relied_on = called | {"sys.exit"}  # PerforatedAI's own: sys.exit(-1) after pdb.set_trace() on a fatal problem
     places: dict[int, tuple[Event, list[tuple[Event, str]]]] = {}
     for event in flow.events:
         replaced = _replaced(event, values)
@@ -120,14 +122,18 @@ def check_exits_disabled(flow: Flow) -> list[Finding]:
             entry[1].append((event, how))
     found = []
     for at, replaced in places.values():
-        sure = any(event.surely_reached() for event, _how in replaced) and at.surely_reached()
+        mine = [(event, how) for event, how in replaced if EXITS[_replaced(event, values)[0]] in called]
+        sure = bool(mine) and any(event.surely_reached() for event, _how in mine) and at.surely_reached()
         first = replaced[0][0]
         what = "; ".join(how for _event, how in replaced)
         where = "" if at is first else f" ({names.tail(at.name)}() does it at {first.path}:{first.line})"
+        why = ("every exit the protocol needs falls through, so the init run trains on after save_tracker_settings() "
+               "and the ranks go on after a restructure") if mine else \
+            ("PerforatedAI's own sys.exit on a fatal problem (after a pdb.set_trace()) falls through, so a rank that "
+             "should stop, and fail the generation for a retry, trains on in a broken state or hangs the others")
         found.append(Finding("exits-disabled", ERROR if sure else WARNING, at.line,
-                             f"{what} replaces the exit with something that returns{where}: every exit the protocol "
-                             "needs falls through, so the init run trains on after save_tracker_settings() and the "
-                             "ranks go on after a restructure", FIX, path=at.path))
+                             f"{what} replaces the exit with something that returns{where}: {why}", FIX,
+                             path=at.path))
     return found
 
 

@@ -202,9 +202,15 @@ def flag_ifs(flow: Flow) -> tuple[list, list]:
 
 
 def _leaving(flow: Flow, node: ast.If) -> list[Event]:
-    """The exits and breaks under the if that end the generation (not a failure's sys.exit(1) in a helper)."""
-    return [e for e in flow.events if e.under(node) and in_ddp(e) and (e.is_exit() or e.kind == "break")
-            and not is_failure_exit(e)]
+    """The exits and breaks under the if that end the generation (not a failure's sys.exit(1) in a helper, nor a
+    break out of a loop the if does not stand in, such as a retry loop inside it: that leaves only the retries)."""
+    return [e for e in flow.events if e.under(node) and in_ddp(e) and not is_failure_exit(e)
+            and (e.is_exit() or e.kind == "break" and _breaks_around(e, node))]
+
+
+def _breaks_around(event: Event, node: ast.If) -> bool:
+    """Whether the break leaves a loop the if stands in."""
+    return bool(event.loops) and any(inner is node for inner in ast.walk(event.loops[-1]))
 
 
 def check_completion_order(flow: Flow) -> list[Finding]:

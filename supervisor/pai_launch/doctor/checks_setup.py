@@ -113,20 +113,44 @@ def _sets(event: Event, setting: str) -> bool:
 
 
 def check_perforate_in_turn(flow: Flow) -> list[Finding]:
+    """One finding per race a run meets: a call in the other branch of an if/else (only one of them runs), or
+    repeated in a loop after it (perforating again a model the start-up already perforated), is named in the first
+    call's finding."""
     if not flow.is_ddp():
         return []
-    found, seen = [], set()
+    racing: dict[ast.AST, tuple[Event, list[tuple[Event, str]]]] = {}
     for event in flow.calls(names.is_perforate):
-        if event.node in seen or not in_ddp(event) or event.mode.rank0 is True or flow.taken_in_turn(event):
+        if event.node in racing or not in_ddp(event) or event.mode.rank0 is True or flow.taken_in_turn(event):
             continue
-        seen.add(event.node)
+        same = next(((first, why) for first, _also in racing.values() if (why := _same_race(event, first))), None)
+        if same is not None:
+            racing[same[0].node][1].append((event, same[1]))
+        else:
+            racing[event.node] = (event, [])
+    found = []
+    for event, also in racing.values():
+        more = "".join(f"; the same race at {f'line {e.line}' if e.path == event.path else f'{e.path}:{e.line}'} "
+                       f"({why})" for e, why in also)
         found.append(Finding(
             "perforate-model-race", ERROR, event.line,
             "every rank calls UPA.perforate_model at once: each rewrites SAVE/<save>_config.json while the "
-            "others read it (JSONDecodeError at start-up)",
+            f"others read it (JSONDecodeError at start-up){more}",
             "call it one rank at a time (for r in range(world): if r == rank: perforate; dist.barrier()), "
             "or use pai_launch.training.perforate_model(run, model, ...)", path=event.path))
     return found
+
+
+def _same_race(event: Event, first: Event) -> str | None:
+    """Why the call is the race `first` already is, or None: it is in the other branch of an if/else `first` is in,
+    or comes after it inside a loop `first` is not in (the training loop perforating again)."""
+    if first.order >= event.order:
+        return None
+    if any(g.node is h.node and g.positive != h.positive and not (g.leaves or h.leaves)
+           for g in first.guards for h in event.guards):
+        return "the other branch of its if"
+    if any(all(loop is not held for held in first.loops) for loop in event.loops):
+        return "again in a loop after it"
+    return None
 
 
 def check_resume(flow: Flow) -> list[Finding]:

@@ -34,6 +34,8 @@ class Api:
     tracker: frozenset[str]
     utils: frozenset[str]
     installed: str | None = None
+    package: frozenset[str] | None = None  # what `perforatedai.X` reaches: its modules and __init__'s names
+    answers: tuple[str, ...] = ()  # the GPA.pc prefixes its __getattr__ answers for any name (set_: a no-op)
 
     def described(self) -> str:
         """The version checked against, as a finding says it."""
@@ -48,8 +50,9 @@ class Api:
 def bundled(installed: str | None = None) -> Api:
     data = json.loads(BUNDLED.read_text())
     how = "installed" if installed == data["version"] else "bundled"
+    package = frozenset(data["package"]) if "package" in data else None
     return Api(data["version"], how, frozenset(data["pc"]), frozenset(data["tracker"]), frozenset(data["utils"]),
-               installed)
+               installed, package, tuple(data.get("answers", ())))
 
 
 def _module_names(tree: ast.Module) -> set[str]:
@@ -98,7 +101,34 @@ def from_sources(folder: Path, version: str) -> Api | None:
     settings = _settings(config, trees["globals"])
     if sum(name.startswith("set_") for name in settings) < MIN_SETTINGS:
         return None
-    return Api(version, "installed", frozenset(settings), frozenset(tracker), frozenset(_module_names(trees["utils"])))
+    return Api(version, "installed", frozenset(settings), frozenset(tracker), frozenset(_module_names(trees["utils"])),
+               package=_package(folder), answers=_answers(trees["globals"]))
+
+
+def _package(folder: Path) -> frozenset[str] | None:
+    """The names `perforatedai.X` can reach: the package's modules and what its __init__.py defines."""
+    try:
+        init = _module_names(parse_script(folder / "__init__.py"))
+    except DoctorError:
+        return None
+    modules = {path.name.split(".")[0] for path in folder.iterdir() if path.suffix in (".py", ".so", ".pyd")} - {
+        "__init__"}
+    return frozenset(init | modules | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()})
+
+
+def _answers(tree: ast.Module) -> tuple[str, ...]:
+    """The prefixes PAIConfig.__getattr__ answers for any name: `if name.startswith("set_"): return ...`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            for branch in (n for n in ast.walk(node) if isinstance(n, ast.If)):
+                test = branch.test
+                if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) \
+                        and test.func.attr == "startswith" and len(test.args) == 1 \
+                        and isinstance(test.args[0], ast.Constant) and isinstance(test.args[0].value, str) \
+                        and any(isinstance(n, ast.Return) for n in branch.body):
+                    found.append(test.args[0].value)
+    return tuple(found)
 
 
 def _installed() -> tuple[Path | None, str | None]:
