@@ -149,18 +149,21 @@ def test_a_1x_project_with_a_plain_optimizer_is_not_read_either(tmp_path):
 
 
 def test_a_tracker_class_perforatedai_does_not_have_asks_for_no_tracker_optimizer(tmp_path):
-    _script, findings = found(tmp_path, INVENTED)
-    assert findings == [("init-settings-not-saved", "error", None)]
+    script, findings = found(tmp_path, INVENTED)
+    assert findings == [("init-settings-not-saved", "error", None),  # and the invented class is no name perforatedai has
+                        ("perforatedai-api-missing", "error", line_of(script, "PA.PerforatedBackPropagationTracker("))]
 
 
 def test_the_fallback_optimizer_that_runs_is_named_not_the_baseline_branchs(tmp_path):
     script, findings = found(tmp_path, FALLBACK)
-    assert findings == [("optimizer-not-from-tracker", "error",
-                         line_of(script, "optimizer = torch.optim.AdamW(", 2))], render_text(check_script(script))
+    assert findings == [("perforatedai-api-missing", "warning", line_of(script, "setOptimizer(")),  # 1.x names, in a try
+                        ("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW(", 2))
+                        ], render_text(check_script(script))
 
 
 def test_without_a_fallback_the_only_plain_optimizer_is_named(tmp_path):
     script, findings = found(tmp_path, FALLBACK, (
         "    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)\n    return optimizer\n\n",
         "    raise RuntimeError(\"no tracker optimizer\")\n\n"))
-    assert findings == [("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW("))]
+    assert findings == [("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW(")),
+                        ("perforatedai-api-missing", "warning", line_of(script, "setOptimizer("))]
