@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from pai_launch.doctor import names
 from pai_launch.doctor.api import name_in
+from pai_launch.doctor.classes import ClassWalk, Instances
 from pai_launch.doctor.env import Binding, Env, Source, argparse_defaults, bind_call, candidates, function_of
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.marker import writes_marker
@@ -29,7 +30,7 @@ MAX_IMPORTS = 5  # files imported from files imported from ... the script
 MAX_UNRESOLVED = 8
 
 
-class _Walker(StatementWalk):
+class _Walker(ClassWalk, StatementWalk):
     """One walk of a project: the files it has run, the functions it has entered, and the Flow it fills."""
 
     def __init__(self, flow: Flow, project: Project):
@@ -40,12 +41,13 @@ class _Walker(StatementWalk):
         self.done = False
         self.bare: set[int] = set()  # calls whose value nothing uses: `main()`, `sys.exit(main())`
         self.giving: list[bool] = []  # per function entered: whether its caller uses the value it returns
+        self.instances = Instances()  # the project classes' instances made (doctor.classes)
 
     # files ------------------------------------------------------------------------------------------------------
     def module_scope(self, module: Module) -> Env:
-        env = Env(source=Source(module.shown, module.imports, self.follow))
+        env = Env(source=Source(module.shown, module.imports, self.follow, self.instances))
         for stmt in module.tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 env.names[stmt.name] = Binding(stmt, env)
         return env
 
@@ -66,10 +68,14 @@ class _Walker(StatementWalk):
         if found is None:
             return None
         function, module = found
+        return function, self.scope_of(module)
+
+    def scope_of(self, module: Module) -> Env:
+        """A project file's module scope, its top level walked first where the walk has not yet reached it."""
         scope = self.scopes.get(module.path)
         if scope is None:
             scope = self.module_scope(module) if self.done else self.run_module(module, Ctx())
-        return function, scope
+        return scope
 
     def imported(self, stmt: ast.Import | ast.ImportFrom, ctx: Ctx, env: Env) -> None:
         """An import of the project's own files runs their top level here (`import a.b` runs a, then a.b)."""
@@ -134,6 +140,9 @@ class _Walker(StatementWalk):
         if local is not None:
             self.emit("call", getattr(local[0], "name", "<lambda>"), node, ctx, env)
             self.enter(local, node.args, node.keywords, ctx, env, gives=id(node) not in self.bare)
+            self.returns_instance(node, local[0])
+            return
+        if self.class_call(node, ctx, env):
             return
         name = name_in(node.func, env)
         held = [name_in(value, scope) for value, scope in candidates(node.func, env)
@@ -186,6 +195,7 @@ def walk(project: Project) -> Flow:
         for stmt in module.tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt not in walker.visited:
                 walker.enter((stmt, scope), [], [], Ctx(detached=True), scope)
+    walker.walk_methods(list(flow.modules))
     for module in flow.modules:
         flow.imports.update(module.imports)
         flow.options.update(argparse_defaults(module.tree))
