@@ -167,3 +167,12 @@ def test_methods_calling_each_other_stay_bounded(tmp_path):
     calls_of_m1 = sum(isinstance(n, ast.Call) and ast.unparse(n.func) == "self.m1"
                       for n in ast.walk(ast.parse(script.read_text())))
     assert len(walked) <= classes.MAX_ENTRIES * calls_of_m1
+
+
+def test_classes_that_make_themselves_inherit_in_a_cycle_or_hold_each_other_stay_bounded(tmp_path):
+    odd = ("\n\nclass Loop(Cycle):\n    def __init__(self):\n        self.child = Loop()\n        self.a = self.b\n"
+           "        self.b = self.a\n        self.a.set_optimizer(self.b)\n        self.go()\n\n\n"
+           "class Cycle(Loop):\n    def go(self):\n        super().go()\n        Cycle().go()\n" + BEFORE_MAIN)
+    script = variant(tmp_path, (BEFORE_MAIN, odd), (MAIN, MAIN + "\n    Loop().go()"))
+    report = check_script(script, deadline=Deadline(30))
+    assert report.findings == (), render_text(report)

@@ -88,7 +88,8 @@ def unread(name: str | None, member: str) -> bool:
 
 def unseen(flow, *members: str) -> str:
     """What a finding that such a call is missing adds, as words for a warning, or "" when there is none: a call of
-    one of `members` whose object doctor could not read, or one in code the walk never reached (a class's methods)."""
+    one of `members` whose object doctor could not read, or one in code the walk never reached (a nested def nothing
+    calls)."""
     for event in flow.calls(lambda n: any(unread(n, m) for m in members)):
         return f" (doctor cannot tell whether {ast.unparse(event.node.func)}, line {event.line}, is PerforatedAI's)"
     walked = {id(e.node) for e in flow.events}

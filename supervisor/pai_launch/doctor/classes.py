@@ -50,6 +50,7 @@ class Instances:
         self.made: dict[ast.AST, Env] = {}
         self.defined_in: dict[ast.AST, ast.ClassDef] = {}  # a method looked up -> its class
         self.entered: Counter[ast.AST] = Counter()  # a method -> how often a call walked it
+        self.orders: dict[ast.ClassDef, list] = {}  # a class -> where its methods are looked up (lookup_order)
 
     def of(self, expr: ast.AST, env: Env | None, depth: int = 0) -> Env | None:
         """The live scope of the instance `expr` holds, or None when it holds none the walk made."""
@@ -120,8 +121,10 @@ class ClassWalk:
         return self.follow_class(again, depth + 1) if again and again != dotted else None
 
     def lookup_order(self, cls: ast.ClassDef, scope: Env) -> list[tuple[ast.ClassDef, Env]]:
-        """The class, then its project bases in order, depth first; each once, at most MAX_BASES."""
-        order: list[tuple[ast.ClassDef, Env]] = []
+        """The class, then its project bases in order, depth first; each once, at most MAX_BASES (kept per class)."""
+        if cls in self.instances.orders:
+            return self.instances.orders[cls]
+        order: list[tuple[ast.ClassDef, Env]] = self.instances.orders.setdefault(cls, [])
         pending = [(cls, scope)]
         while pending and len(order) < MAX_BASES:
             current, where = pending.pop(0)

@@ -7,7 +7,8 @@ stands, and a call into one of its functions is walked like a call into the scri
 Event that remembers the ifs and loops around it and what the names meant there, which is what the protocol checks
 read. Functions never reached that way are walked afterwards, on their own (their events are `detached`: nothing
 says when, or whether, they run). Here: the files, the calls and expressions; each kind of statement is
-doctor.statements', what an if's branches leave for the code after them doctor.branches'.
+doctor.statements', what an if's branches leave for the code after them doctor.branches', the project's classes
+(instances, their methods and attributes) doctor.classes'.
 """
 
 from __future__ import annotations
