@@ -176,3 +176,46 @@ def test_classes_that_make_themselves_inherit_in_a_cycle_or_hold_each_other_stay
     script = variant(tmp_path, (BEFORE_MAIN, odd), (MAIN, MAIN + "\n    Loop().go()"))
     report = check_script(script, deadline=Deadline(30))
     assert report.findings == (), render_text(report)
+
+
+LIGHTNING = '''import argparse
+
+import pytorch_lightning as pl
+import torch
+import torch.nn as nn
+from perforatedai import globals_perforatedai as GPA
+from perforatedai import utils_perforatedai as UPA
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--perforate_model_parallel", action="store_true")
+parser.add_argument("--pai_load_folder", default=None)
+args = parser.parse_args()
+GPA.pc.set_configuration_confirmed(True)
+GPA.pc.set_unwrapped_modules_confirmed(True)
+
+
+class LitModel(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.model = UPA.initialize_pai(nn.Linear(8, 2))
+
+    def on_validation_epoch_end(self):
+        self.model, restructured, complete = GPA.pai_tracker.add_validation_score(0.5, self.model)
+
+    def configure_optimizers(self):
+        GPA.pai_tracker.set_optimizer(torch.optim.Adam)
+        optimizer, _ = GPA.pai_tracker.setup_optimizer(self.model, {"params": self.model.parameters()}, {})
+        return optimizer
+
+
+pl.Trainer(devices=1).fit(LitModel())
+'''
+
+
+def test_a_lightning_module_init_is_walked_where_it_is_made_and_its_hooks_detached(tmp_path):
+    """__init__'s initialize_pai (gone in 3.x) is an error where LitModel() stands; configure_optimizers, which only
+    Lightning calls, still counts as building the optimizer through the tracker (no optimizer-not-from-tracker)."""
+    script = tmp_path / "train.py"
+    script.write_text(LIGHTNING)
+    assert found(script) == [("init-settings-not-saved", "error", None),
+                             ("initialize-pai-removed", "error", line_of(script, "UPA.initialize_pai("))]
