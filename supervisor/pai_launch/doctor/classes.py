@@ -14,7 +14,8 @@ not see (a framework's factory: their methods are walked detached, below). A cal
 A method is looked up in the instance's class, then in its project bases in order (depth first). Methods nothing
 calls (PyTorch Lightning's training_step and on_validation_epoch_end, a callback's on_* hooks) run at a time the
 script does not say: they are walked after everything else, detached like functions nothing calls (may run, order
-unknown), with `self` bound to the last instance made of the class or of a subclass, where there is one.
+unknown), `__init__` first, with `self` bound to the last instance made of the class or of a subclass, else to one
+made for them (so `self.in_turn(...)` and `self.tracker` still read right in a class a framework builds).
 """
 
 from __future__ import annotations
