@@ -88,7 +88,8 @@ def unread(name: str | None, member: str) -> bool:
 
 def unseen(flow, *members: str) -> str:
     """What a finding that such a call is missing adds, as words for a warning, or "" when there is none: a call of
-    one of `members` whose object doctor could not read, or one in code the walk never reached (a class's methods)."""
+    one of `members` whose object doctor could not read, or one in code the walk never reached (a nested def nothing
+    calls)."""
     for event in flow.calls(lambda n: any(unread(n, m) for m in members)):
         return f" (doctor cannot tell whether {ast.unparse(event.node.func)}, line {event.line}, is PerforatedAI's)"
     walked = {id(e.node) for e in flow.events}
@@ -121,6 +122,9 @@ def held_object(expr: ast.AST, env: scope.Env | None, depth: int = 0, seen: set 
         return found
     seen.add(key)
     if isinstance(expr, ast.Attribute):
+        assigned = [(v, w) for v, w in scope.candidates(expr, env) if v is not expr]  # an instance's (doctor.classes)
+        if assigned:
+            return next(filter(None, (held_object(v, w, depth + 1, seen) for v, w in assigned)), None)
         expr = ast.Name(id=ATTRIBUTE + expr.attr)
     if isinstance(expr, ast.Name):
         for value, where in scope.candidates(expr, env):
@@ -159,7 +163,8 @@ def _assigned(function: ast.AST, inner: scope.Env) -> dict[str, scope.Binding]:
 
 def remember_attribute(target: ast.Attribute, value: ast.AST | None, env: scope.Env) -> None:
     """`self.tracker = ...` that holds the tracker or GPA.pc: bound as ".tracker" in the file's scope, so that
-    `X.tracker.add_validation_score` anywhere in the file reads as the tracker's."""
+    `X.tracker.add_validation_score` anywhere in the file reads as the tracker's where X is nothing the walk knows
+    (an instance the walk made reads its own attribute: held_object asks doctor.classes first)."""
     if value is None or held_object(value, env) is None:
         return
     root = env

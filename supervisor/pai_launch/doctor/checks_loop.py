@@ -269,8 +269,8 @@ def check_generation_end(flow: Flow) -> list[Finding]:
         if last.kind == "call" and names.is_generation_end(last.name):
             continue
         before = [e for e in flow.events if e.under(node) and e.order < last.order and in_ddp(e)]
-        if last.kind == "break":  # or after the loop it leaves
-            before += [e for e in flow.events if e.order > last.order and in_ddp(e)]
+        if last.kind == "break":  # or after the loop it leaves (not code nothing says runs then: detached)
+            before += [e for e in flow.events if e.order > last.order and in_ddp(e) and not e.detached]
         called = {e.name for e in before if e.kind == "call"}
         if any(names.is_generation_end(n) for n in called):
             continue

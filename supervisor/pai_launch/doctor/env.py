@@ -34,6 +34,8 @@ class Source:
     imports: dict[str, str]
     #: dotted name -> (the project's def it names, the module scope it closes over), for calls into other files
     follow: Callable[[str | None], "tuple[ast.AST, Env] | None"] | None = None
+    #: the instances the walk made (doctor.classes.Instances): what `obj.attr` holds where obj is one of them
+    instances: object = None
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Env:
     parent: "Env | None" = None
     names: dict[str, Binding] = field(default_factory=dict)
     source: Source | None = None  # set on a module's scope
+    owner: object = None  # set on an instance's scope: the doctor.classes.Instance whose attributes it binds
 
     def file(self) -> Source | None:
         """The file whose code this scope runs (its module scope's Source)."""
@@ -62,11 +65,12 @@ class Env:
         return None
 
     def copy(self) -> "Env":
-        return Env(self.parent, dict(self.names), self.source)
+        return Env(self.parent, dict(self.names), self.source, self.owner)
 
     def snapshot(self) -> "Env":
         """This scope and every enclosing one as they are now (later assignments do not show in it)."""
-        return Env(self.parent.snapshot() if self.parent is not None else None, dict(self.names), self.source)
+        return Env(self.parent.snapshot() if self.parent is not None else None, dict(self.names), self.source,
+                   self.owner)
 
     def merge(self, other: "Env") -> "Env":
         """After an if/else: a name bound differently on the two paths holds either value."""
@@ -77,7 +81,7 @@ class Env:
                 merged[name] = binding
             elif mine is not binding:
                 merged[name] = Binding(None, alts=(mine, binding))
-        return Env(self.parent, merged, self.source)
+        return Env(self.parent, merged, self.source, self.owner)
 
 
 def candidates(expr: ast.AST, env: Env | None, depth: int = 0) -> Iterator[tuple[ast.AST, Env | None]]:
@@ -95,6 +99,12 @@ def guarded_candidates(expr: ast.AST, env: Env | None, depth: int = 0,
         binding = env.lookup(expr.id)
         if binding is not None:
             yield from _binding_candidates(binding, depth + 1, when)
+            return
+    source = env.file() if isinstance(expr, ast.Attribute) and env is not None else None
+    if source is not None and source.instances is not None:  # an attribute of an instance (doctor.classes)
+        binding = source.instances.attribute(expr, env, depth)
+        if binding is not None:
+            yield from _binding_candidates(binding, depth + 2, when)
             return
     yield expr, env, when
 

@@ -175,7 +175,7 @@ class Project:
         module, rest = self.split(dotted)
         if module is not None:
             found = next((s for s in module.tree.body if isinstance(s, ast.ClassDef) and s.name == rest[0]), None)
-            return f"a class of {module.shown}: its methods are not followed" if found is not None else None
+            return f"a class of {module.shown}: not followed" if found is not None else None
         top = dotted.split(".")[0]
         if top in sys.stdlib_module_names or top in LIBRARIES or _installed(top):
             return None

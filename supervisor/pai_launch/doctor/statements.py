@@ -83,7 +83,7 @@ class StatementWalk:
         handler = STATEMENTS.get(type(stmt))
         return env if handler is None else handler(self, stmt, ctx, env)
 
-    def define(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx, env: Env) -> Env:
+    def define(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, ctx: Ctx, env: Env) -> Env:
         env.names[stmt.name] = Binding(stmt, env)
         return env
 
@@ -182,10 +182,16 @@ class StatementWalk:
             for index, element in enumerate(target.elts):
                 if isinstance(element, ast.Name):
                     env.names[element.id] = Binding(value, env, index=index, when=ctx.guards)
+                elif isinstance(element, ast.Attribute):
+                    self.hold(element, Binding(value, env, index=index, when=ctx.guards), env)
         elif isinstance(target, ast.Attribute):
             self.emit("assign", name_in(target, env), target, ctx, env)
             if not ctx.dead:
                 remember_attribute(target, value, env)
+                self.hold(target, Binding(None if augmented else value, env, when=ctx.guards), env)
+
+    def hold(self, target: ast.Attribute, binding: Binding, env: Env) -> None:
+        """`X.attr = value`: bound where X is an instance the walk knows (doctor.classes); else nothing."""
 
 
 #: the calls that end the process (pai_launch.training's helpers may not: names.is_exit)
@@ -193,7 +199,7 @@ EXITS = ("sys.exit", "exit", "quit", "os._exit")
 
 #: Each statement the walk reads and the StatementWalk method that reads it (any other is passed over).
 STATEMENTS = {
-    ast.FunctionDef: StatementWalk.define, ast.AsyncFunctionDef: StatementWalk.define,
+    ast.FunctionDef: StatementWalk.define, ast.AsyncFunctionDef: StatementWalk.define, ast.ClassDef: StatementWalk.define,
     ast.Import: StatementWalk.import_, ast.ImportFrom: StatementWalk.import_,
     ast.Expr: StatementWalk.expression,
     ast.Assign: StatementWalk.assign, ast.AnnAssign: StatementWalk.assign, ast.AugAssign: StatementWalk.assign,

@@ -7,7 +7,8 @@ stands, and a call into one of its functions is walked like a call into the scri
 Event that remembers the ifs and loops around it and what the names meant there, which is what the protocol checks
 read. Functions never reached that way are walked afterwards, on their own (their events are `detached`: nothing
 says when, or whether, they run). Here: the files, the calls and expressions; each kind of statement is
-doctor.statements', what an if's branches leave for the code after them doctor.branches'.
+doctor.statements', what an if's branches leave for the code after them doctor.branches', the project's classes
+(instances, their methods and attributes) doctor.classes'.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import replace
 
 from pai_launch.doctor import names
 from pai_launch.doctor.api import name_in
+from pai_launch.doctor.classes import ClassWalk, Instances
 from pai_launch.doctor.env import Binding, Env, Source, argparse_defaults, bind_call, candidates, function_of
 from pai_launch.doctor.flow import Event, Flow
 from pai_launch.doctor.marker import writes_marker
@@ -30,7 +32,7 @@ MAX_UNRESOLVED = 8
 EXIT_NAMES = ("exit", "quit", "_exit")
 
 
-class _Walker(StatementWalk):
+class _Walker(ClassWalk, StatementWalk):
     """One walk of a project: the files it has run, the functions it has entered, and the Flow it fills."""
 
     def __init__(self, flow: Flow, project: Project):
@@ -43,12 +45,13 @@ class _Walker(StatementWalk):
         self.giving: list[bool] = []  # per function entered: whether its caller uses the value it returns
         self.decisions: dict[int, bool | None] = {}
         self.replaced: dict[int, bool] = {}  # id(module) -> whether it may replace an exit
+        self.instances = Instances()  # the project classes' instances made (doctor.classes)
 
     # files ------------------------------------------------------------------------------------------------------
     def module_scope(self, module: Module) -> Env:
-        env = Env(source=Source(module.shown, module.imports, self.follow))
+        env = Env(source=Source(module.shown, module.imports, self.follow, self.instances))
         for stmt in module.tree.body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 env.names[stmt.name] = Binding(stmt, env)
         return env
 
@@ -69,10 +72,14 @@ class _Walker(StatementWalk):
         if found is None:
             return None
         function, module = found
+        return function, self.scope_of(module)
+
+    def scope_of(self, module: Module) -> Env:
+        """A project file's module scope, its top level walked first where the walk has not yet reached it."""
         scope = self.scopes.get(module.path)
         if scope is None:
             scope = self.module_scope(module) if self.done else self.run_module(module, Ctx())
-        return function, scope
+        return scope
 
     def imported(self, stmt: ast.Import | ast.ImportFrom, ctx: Ctx, env: Env) -> None:
         """An import of the project's own files runs their top level here (`import a.b` runs a, then a.b)."""
@@ -137,6 +144,9 @@ class _Walker(StatementWalk):
         if local is not None:
             self.emit("call", getattr(local[0], "name", "<lambda>"), node, ctx, env)
             self.enter(local, node.args, node.keywords, ctx, env, gives=id(node) not in self.bare)
+            self.returns_instance(node, local[0])
+            return
+        if self.class_call(node, ctx, env):
             return
         name = name_in(node.func, env)
         held = [name_in(value, scope) for value, scope in candidates(node.func, env)
@@ -209,6 +219,7 @@ def walk(project: Project) -> Flow:
         for stmt in module.tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt not in walker.visited:
                 walker.enter((stmt, scope), [], [], Ctx(detached=True), scope)
+    walker.walk_methods(list(flow.modules))
     for module in flow.modules:
         flow.imports.update(module.imports)
         flow.options.update(argparse_defaults(module.tree))

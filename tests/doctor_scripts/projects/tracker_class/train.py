@@ -1,6 +1,6 @@
 # A correct PerforatedAI DDP script whose training lives in a class that keeps the tracker as self.tracker, as many
-# published trainers do. doctor does not walk a class's methods: what it cannot see there makes warnings, never errors.
-# Data for tests/unit/test_doctor_tracker.py: read, never run.
+# published trainers do: set-up in __init__, DDP wrapping in a method, scoring in another. doctor walks the methods
+# where they are called. Data for tests/unit/test_doctor_tracker.py and test_doctor_classes.py: read, never run.
 import argparse
 import glob
 import os
@@ -43,9 +43,11 @@ class Trainer:
         self.model = self.net
         if not self.init_run:
             self.tracker.initialize_tracker_settings()
-            if self.distributed:
-                self.model = nn.parallel.DistributedDataParallel(self.net, find_unused_parameters=True,
-                                                                 broadcast_buffers=False)
+
+    def wrap(self):
+        if self.distributed:
+            self.model = nn.parallel.DistributedDataParallel(self.net, find_unused_parameters=True,
+                                                             broadcast_buffers=False)
 
     def in_turn(self, fn):
         if not self.distributed:
@@ -64,6 +66,7 @@ class Trainer:
         sys.exit(0)
 
     def fit(self):
+        self.wrap()
         while True:
             for x, y in [(torch.randn(4, 8), torch.randint(0, 2, (4,)))]:
                 self.optimizer.zero_grad()
