@@ -10,9 +10,10 @@ problems a correct check reports, in expected.json).
                                         so that the held-out part stays unseen
 
 A finding matches a true problem with the same id; where both name a line, the file and line must agree (or be one
-of the problem's `also_at` places). Each true problem and each finding is matched at most once. Problems marked
-`"new": true` are ones doctor has no check for: they count against recall over all problems, not against recall
-over doctor's checks.
+of the problem's `also_at` places). Each true problem and each finding is matched at most once. A problem whose id
+is not one of doctor's checks (the ids of the README's table of checks, doctor_ids()) counts against recall over all
+problems, not against recall over doctor's checks; a check added later moves its problems in scope by itself, with
+no ground truth edited.
 
 Each project's expected.json names its `style` (STYLES: how the script drives PerforatedAI and DDP) and whether it is
 `held_out`: a project doctor's checks were not tuned on, chosen by a hash of its name (see
@@ -22,7 +23,10 @@ tests/unit/test_doctor_corpus.py holds the README's table to what this prints.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +49,20 @@ STYLES = {
 }
 
 
+CHECKS_TABLE = "| id | severity | what it checks |"
+
+
+@functools.cache
+def doctor_ids() -> frozenset[str]:
+    """The finding ids of doctor's checks: the first column of the README's table of checks."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    rows = lines[lines.index(CHECKS_TABLE) + 2:]
+    ids = set()
+    for row in itertools.takewhile(lambda line: line.startswith("|"), rows):
+        ids.update(re.findall(r"`([a-z][a-z0-9-]+)`", row.split("|")[1]))
+    return frozenset(ids)
+
+
 @dataclass
 class Score:
     """One project's (or the corpus's) matched problems, missed problems and false alarms."""
@@ -62,7 +80,7 @@ class Score:
 
     @property
     def in_scope(self) -> list[dict]:
-        return [p for p in self.problems if not p.get("new")]
+        return [p for p in self.problems if p["id"] in doctor_ids()]
 
     @property
     def false_errors(self) -> list[dict]:
@@ -70,7 +88,7 @@ class Score:
 
     @property
     def found_in_scope(self) -> list[dict]:
-        return [p for p in self.found if not p.get("new")]
+        return [p for p in self.found if p["id"] in doctor_ids()]
 
     @property
     def reported(self) -> int:
@@ -175,7 +193,7 @@ def details(scores: list[Score]) -> str:
     lines = []
     for s in scores:
         lines.append(f"{s.name}:")
-        lines += [f"  missed {p['id']} at {p['file']}:{p.get('line')}{' (no check)' if p.get('new') else ''}"
+        lines += [f"  missed {p['id']} at {p['file']}:{p.get('line')}{'' if p['id'] in doctor_ids() else ' (no check)'}"
                   for p in s.missed]
         lines += [f"  false {f['severity']} {f['id']} at {f['at']}" for f in s.false_alarms]
     return "\n".join(lines)

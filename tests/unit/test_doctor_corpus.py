@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from pai_launch.doctor.diagnose import check_script
 from tests.helpers import REPO
 
 CORPUS = REPO / "tests" / "doctor_scripts" / "corpus"
@@ -101,3 +102,25 @@ def test_the_matching_counts_a_finding_once_and_at_its_line(tmp_path):
     score = scorer.score(project)
     assert [p["line"] for p in score.found] == [2] and [p["line"] for p in score.missed] == [1]
     assert {f["id"] for f in score.false_alarms} > {"flag-pai-load-folder"}
+
+
+def test_every_id_doctor_reports_on_the_corpus_is_a_check_of_the_readmes_table():
+    """The scorer counts a problem as in doctor's checks by that table: an id missing from it would count wrong."""
+    reported = {f.id for p in PROJECTS
+                for f in check_script(p / json.loads((p / "expected.json").read_text())["entry"]).findings}
+    assert reported <= scorer.doctor_ids()
+    assert {"validation-score-missing", "exits-disabled", "perforatedai-api-missing"} <= scorer.doctor_ids()
+
+
+def test_doctor_meets_its_target_on_the_held_out_projects():
+    """Precision at least 0.95 and recall at least 0.90 (over the problems within doctor's checks) on projects its
+    checks were not written against."""
+    held_out = scorer.Score("held out")
+    for project in PROJECTS:
+        score = scorer.score(project)
+        if score.held_out:
+            held_out.add(score)
+    assert held_out.projects >= 5
+    precision = len(held_out.found) / held_out.reported
+    recall = len(held_out.found_in_scope) / len(held_out.in_scope)
+    assert (precision >= 0.95, recall >= 0.90) == (True, True), (precision, recall)

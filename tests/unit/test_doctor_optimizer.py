@@ -156,7 +156,8 @@ def test_a_tracker_class_perforatedai_does_not_have_asks_for_no_tracker_optimize
 
 def test_the_fallback_optimizer_that_runs_is_named_not_the_baseline_branchs(tmp_path):
     script, findings = found(tmp_path, FALLBACK)
-    assert findings == [("perforatedai-api-missing", "warning", line_of(script, "setOptimizer(")),  # 1.x names, in a try
+    assert findings == [("validation-score-missing", "error", None),  # it never scores either
+                        ("perforatedai-api-missing", "warning", line_of(script, "setOptimizer(")),  # 1.x names, in a try
                         ("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW(", 2))
                         ], render_text(check_script(script))
 
@@ -165,5 +166,6 @@ def test_without_a_fallback_the_only_plain_optimizer_is_named(tmp_path):
     script, findings = found(tmp_path, FALLBACK, (
         "    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)\n    return optimizer\n\n",
         "    raise RuntimeError(\"no tracker optimizer\")\n\n"))
-    assert findings == [("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW(")),
+    assert findings == [("validation-score-missing", "error", None),
+                        ("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW(")),
                         ("perforatedai-api-missing", "warning", line_of(script, "setOptimizer("))]

@@ -19,6 +19,7 @@ from pai_launch.doctor import (
     checks_exits,
     checks_loop,
     checks_rewrap,
+    checks_score,
     checks_setup,
     checks_tracker,
 )
@@ -57,7 +58,8 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None, scr
         return Report(str(path), (NOT_PAI,), None, None, files, unresolved, skipped)
     findings: list[Finding] = []
     for check in (checks_api.CHECKS + checks_api_missing.CHECKS + checks_setup.CHECKS + checks_capacity.CHECKS
-                  + checks_loop.CHECKS + checks_rewrap.CHECKS + checks_tracker.CHECKS + checks_exits.CHECKS
+                  + checks_loop.CHECKS + checks_rewrap.CHECKS + checks_tracker.CHECKS + checks_score.CHECKS
+                  + checks_exits.CHECKS
                   + doctor_save.CHECKS):
         deadline.check()
         findings.extend(check(flow))
