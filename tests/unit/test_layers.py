@@ -23,11 +23,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "linux": {"wire", "savefmt", "linux"},
     "core": {"wire", "savefmt", "core"},
     "supervise": {"", "wire", "savefmt", "linux", "core", "supervise", "doctor"},
-    "cli": {"", "wire", "savefmt", "linux", "core", "supervise", "cli", "doctor", "status", "envreport"},
+    "cli": {"", "wire", "savefmt", "linux", "core", "supervise", "cli", "doctor", "fix", "status", "envreport"},
     "agent": {"wire", "savefmt", "linux", "agent", "store.client", "forkserver"},
     "forkserver": {"forkserver"},
     "store": {"wire", "savefmt", "linux", "store"},
     "doctor": {"doctor"},
+    "fix": {"doctor", "fix"},
     "status": {"wire", "savefmt", "status"},
     "envreport": {"linux", "envreport", "backends"},
     "entry": {"cli", "core", "supervise"},
@@ -51,6 +52,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "training": {"torch", "perforatedai"},
     "in_process": {"torch"},
     "backends": {"torch"},
+    "fix": {"libcst"},
 }
 
 #: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`).
