@@ -27,21 +27,35 @@ tools = typer.Typer(
 )
 
 
-@tools.command(epilog="Exit codes: 0 no errors (warnings allowed); 1 errors found; 2 the script cannot be read or parsed.")
+@tools.command(epilog="Exit codes: 0 no errors (warnings allowed; with --fix/--diff: none left); 1 errors found (left); "
+                      "2 the script cannot be read or parsed, or bad usage; 3 --fix refused: a file to change has "
+                      "uncommitted changes in git (--force).")
 def doctor(
     script: Annotated[Path, typer.Argument(help="The training script to check (read, never run).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
     save_name: Annotated[Optional[str], typer.Option(
         "--save-name", envvar="PAI_LAUNCH_SAVE_NAME", show_default=False,
         help="The --save-name you launch with: a script that saves elsewhere is reported.")] = None,
+    fix: Annotated[bool, typer.Option(
+        "--fix", help="Make the fixes that have a mechanical edit in the files (each original kept as FILE.orig), "
+                      "then say what is left and why.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print --fix's edits as a unified diff; change nothing.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="With --fix: also edit files with uncommitted changes in git.")] = False,
 ) -> int:
     """Check a training script against the PerforatedAI DDP protocol, with line numbers and fixes."""
     from pai_launch.doctor import diagnose as checker
 
     too_long = pathnames.problem("doctor", script)
-    if too_long:
-        _error(too_long)
+    clash = "--json cannot be combined with --fix or --diff" if as_json and (fix or diff) else \
+        "--force is for --fix" if force and not fix else None
+    if too_long or clash:
+        _error(too_long or clash)
         return exitcodes.USAGE
+    if fix or diff:
+        from pai_launch.fix import run as fixing  # libcst: only here, never at a launch's start-up
+
+        return fixing.main(script, diff=diff, force=force, save_name=save_name)
     try:
         report = checker.check_script(script, expected_save_name=save_name)
     except checker.DoctorError as exc:
