@@ -186,3 +186,40 @@ def test_a_script_with_no_parser_at_all_is_unfixable_with_the_reason(tmp_path):
     reasons = {f.id: engine.reason(outcome, f, FIXERS) for f in outcome.report.findings}
     assert reasons["flag-perforate-model-parallel"].startswith("no argparse parser in this file"), reasons
     assert reasons["flag-pai-load-folder"].startswith("no argparse parser in this file"), reasons
+
+
+def test_a_setting_moved_past_what_it_reads_is_never_guessed(tmp_path):
+    script = _script(tmp_path, GOOD.replace(PERFORATE, PERFORATE + "off = False\nGPA.pc.set_testing_dendrite_capacity(off)\n"))
+    outcome, changed = fix_in_copy(script)
+    assert changed == {}
+    (left,) = outcome.report.findings
+    assert engine.reason(outcome, left, FIXERS).startswith("line 43 reads off, set after perforate_model (line 41)")
+
+
+def test_a_fixer_that_fails_leaves_its_finding_with_the_reason_and_the_others_go_on(tmp_path):
+    def broken(module, ctx):
+        raise KeyError("oops")
+
+    script = write_broken("no_flags", tmp_path)
+    space = workspace.Workspace(script, check_script(script))
+    try:
+        fixers = {**FIXERS, "flag-perforate-model-parallel": broken}
+        outcome = engine.fix_all(lambda: check_script(space.script), space.read, space.write, fixers)
+    finally:
+        space.close()
+    assert [ident for ident, _path in outcome.applied] == ["flag-pai-load-folder"]
+    (left,) = outcome.report.findings
+    assert engine.reason(outcome, left, fixers) == "the fix failed (KeyError: 'oops')"
+
+
+def test_a_file_changed_while_it_was_being_fixed_is_seen(tmp_path):
+    script = write_broken("no_flags", tmp_path)
+    space = workspace.Workspace(script, check_script(script))
+    try:
+        (copy,) = space.files.values()
+        assert workspace.unchanged(copy)
+        script.write_text(script.read_text() + "# edited meanwhile\n")
+        assert not workspace.unchanged(copy)
+    finally:
+        space.close()
+    assert not space.folder.exists()

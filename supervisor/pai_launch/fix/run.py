@@ -2,7 +2,8 @@
 beside FILE.orig, and what is left with why (one line each).
 
 Exit codes: 0 no error left (warnings allowed); 1 errors left; 2 the script cannot be read (as doctor); 3 refused:
-a file to change has uncommitted changes in git (nothing written; --force writes anyway).
+a file to change has uncommitted changes in git (nothing written; --force writes anyway), or it changed while it was
+being fixed.
 """
 
 from __future__ import annotations
@@ -42,7 +43,11 @@ def main(script: Path, *, diff: bool, force: bool, save_name: str | None = None,
     if diff:
         out.write(render_diff(changes))
     else:
+        moved = [c.shown for c, _text in changes if not workspace.unchanged(c)]
         dirty = [c.shown for c, _text in changes if workspace.uncommitted(c.real)]
+        if moved:
+            print(f"pai-launch: error: {moved[0]} changed while it was being fixed: run --fix again", file=err)
+            return EXIT_REFUSED
         if dirty and not force:
             print(f"pai-launch: error: {dirty[0]} has uncommitted changes: commit them, or pass --force "
                   "(the original is kept as FILE.orig either way)", file=err)

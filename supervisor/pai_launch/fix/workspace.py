@@ -68,6 +68,14 @@ class Workspace:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def unchanged(copy: Copied) -> bool:
+    """Whether the project's file still holds the text the fixes started from."""
+    try:
+        return copy.real.read_bytes() == copy.text.encode("utf-8")
+    except OSError:
+        return False
+
+
 def uncommitted(path: Path) -> bool:
     """Whether git holds the file as other than committed (changed, staged, untracked or ignored): git could not give
     back what a fix overwrites. False outside a git work tree or without git."""
