@@ -82,8 +82,8 @@ def test_a_file_with_uncommitted_changes_is_refused_unless_force(tmp_path):
     broken = script.read_bytes()
     refused = run_tool("doctor", "--fix", "train.py", cwd=tmp_path)
     assert refused.returncode == 3 and refused.stdout == ""
-    assert refused.stderr.splitlines() == ["pai-launch: error: train.py has uncommitted changes: commit them, or "
-                                           "pass --force (the original is kept as FILE.orig either way)"]
+    assert refused.stderr.splitlines() == [("pai-launch: error: train.py has uncommitted changes: commit them, or "
+                                            "pass --force (the original is kept as FILE.orig either way)")]
     assert script.read_bytes() == broken and not (tmp_path / "train.py.orig").exists()
 
     forced = run_tool("doctor", "--fix", "--force", "train.py", cwd=tmp_path)
@@ -108,3 +108,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("pai-launch: error: ") and problem in line
+
+
+def test_a_helper_is_fixed_beside_its_own_orig(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "__init__.py").write_text("")
+    helper = tmp_path / "utils" / "ddp.py"
+    helper.write_text("import torch.nn as nn\n\n\ndef wrap(model):\n"
+                      "    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)\n")
+    line = "        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n"
+    (tmp_path / "train.py").write_text(BASE.read_text().replace(line, "        model = wrap(model)\n")
+                                       .replace("import argparse\n", "import argparse\n\nfrom utils.ddp import wrap\n"))
+    script = (tmp_path / "train.py").read_bytes()
+    done = run_tool("doctor", "--fix", "train.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["the original is in utils/ddp.py.orig", "fixed utils/ddp.py: ddp-broadcast-buffers",
+                                        "1 fix made; no problems left"]
+    assert "(model, find_unused_parameters=True, broadcast_buffers=False)\n" in helper.read_text()
+    assert (tmp_path / "train.py").read_bytes() == script and not (tmp_path / "train.py.orig").exists()

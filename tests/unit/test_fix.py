@@ -26,8 +26,8 @@ SAVE = 'parser.add_argument("--save", default="PAI")\n'
 EXPECTED: dict[str, tuple[set[str], list[tuple[str, str]]]] = {
     "ddp_broadcast_buffers": ({"ddp-broadcast-buffers"}, []),
     "ddp_find_unused": ({"ddp-find-unused-parameters"}, [(
-        DDP_LINE, "model = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, "
-                  "find_unused_parameters=True)\n")]),
+        DDP_LINE, ("model = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False, "
+                   "find_unused_parameters=True)\n"))]),
     "no_flags": ({"flag-perforate-model-parallel", "flag-pai-load-folder"}, [(FLAGS + SAVE, SAVE + FLAGS)]),
     "flag_hyphens": ({"flag-pai-load-folder"}, [(
         '"--pai_load_folder", default=None', '"--pai-load-folder", "--pai_load_folder", default=None')]),
@@ -223,3 +223,18 @@ def test_a_file_changed_while_it_was_being_fixed_is_seen(tmp_path):
     finally:
         space.close()
     assert not space.folder.exists()
+
+
+def test_a_finding_in_a_project_helper_is_fixed_in_that_file(tmp_path):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "__init__.py").write_text("")
+    helper = tmp_path / "utils" / "ddp.py"
+    helper.write_text("import torch.nn as nn\n\n\ndef wrap(model):\n    # the helper's own comment\n"
+                      "    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)\n")
+    script = _script(tmp_path, GOOD.replace("        " + DDP_LINE, "        model = wrap(model)\n")
+                     .replace("import argparse\n", "import argparse\n\nfrom utils.ddp import wrap\n"))
+    (finding,) = check_script(script).findings
+    assert (finding.id, finding.path) == ("ddp-broadcast-buffers", str(helper.resolve()))
+    outcome, changed = fix_in_copy(script)
+    assert changed == {helper.resolve(): helper.read_text().replace("=True)", "=True, broadcast_buffers=False)")}
+    assert outcome.report.findings == ()

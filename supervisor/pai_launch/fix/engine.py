@@ -80,7 +80,7 @@ def fix_all(check: Callable[[], Report], read: Callable[[Path], str], write: Cal
             after = apply(fixers[finding.id], before, FixContext(path, finding, report))
         except Unfixable as exc:
             after, why = before, str(exc)
-        except Exception as exc:  # a fixer's own failure leaves the finding, said, and the other fixes go on
+        except Exception as exc:  # noqa: BLE001 - a fixer's own failure leaves the finding, said, and the other fixes go on
             after, why = before, f"the fix failed ({type(exc).__name__}: {exc})"
         if why is None and after == before:
             why = "the fixer found nothing to change"

@@ -81,7 +81,7 @@ def uncommitted(path: Path) -> bool:
     back what a fix overwrites. False outside a git work tree or without git."""
     try:
         done = subprocess.run(["git", "-C", str(path.parent), "status", "--porcelain", "--ignored", "--", path.name],
-                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0 and bool(done.stdout.strip())
