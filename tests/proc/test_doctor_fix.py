@@ -50,11 +50,11 @@ def test_an_existing_orig_is_kept_and_said_so(tmp_path):
 
 
 def test_errors_left_exit_1_and_each_says_why(tmp_path):
-    write_broken("init_no_save", tmp_path, "train.py")
+    write_broken("plain_optimizer", tmp_path, "train.py")
     done = run_tool("doctor", "--fix", "train.py", cwd=tmp_path)
     assert done.returncode == 1
-    assert done.stdout.splitlines()[-1] == "nothing to fix; 1 error left", done.stdout
-    assert done.stdout.splitlines()[0].startswith("left train.py: error[init-settings-not-saved] ")
+    assert done.stdout.splitlines() == ["left train.py:45: error[optimizer-not-from-tracker] no mechanical fix",
+                                        "nothing to fix; 1 error left"], done.stdout
 
 
 def test_diff_changes_nothing(tmp_path):
