@@ -11,6 +11,7 @@ import pytest
 
 from tests.helpers import run_tool
 from tests.unit.doctor_mutations import BASE, write_broken
+from tests.unit.fix_projects import write_helper_project
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
 
@@ -111,15 +112,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
 
 
 def test_a_helper_is_fixed_beside_its_own_orig(tmp_path):
-    (tmp_path / "utils").mkdir()
-    (tmp_path / "utils" / "__init__.py").write_text("")
-    helper = tmp_path / "utils" / "ddp.py"
-    helper.write_text("import torch.nn as nn\n\n\ndef wrap(model):\n"
-                      "    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)\n")
-    line = "        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n"
-    (tmp_path / "train.py").write_text(BASE.read_text().replace(line, "        model = wrap(model)\n")
-                                       .replace("import argparse\n", "import argparse\n\nfrom utils.ddp import wrap\n"))
-    script = (tmp_path / "train.py").read_bytes()
+    script_path, helper = write_helper_project(tmp_path)
+    script = script_path.read_bytes()
     done = run_tool("doctor", "--fix", "train.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["the original is in utils/ddp.py.orig", "fixed utils/ddp.py: ddp-broadcast-buffers",

@@ -1,7 +1,9 @@
 """A real perforatedai DDP script with the mistakes `pai-launch doctor --fix` edits away: the load folder's option
 spelled with hyphens, no prompt-free confirmations, the capacity test turned off after perforate_model, DDP built
 with its defaults, and the DDP wrapper scored. For tests/real/test_doctor_fix_real.py, which fixes a copy and runs
-it to completion (as it is, the init run would stop at PerforatedAI's prompt)."""
+it to completion (as it is, the init run would stop at PerforatedAI's prompt). Self-contained, unlike the scripts
+that share tiny_training.py's epoch: doctor reads the copy it fixes with no other file of tests/real beside it, and
+must see the init run's end and the tracker's optimizer in it."""
 
 import argparse
 import warnings

@@ -12,6 +12,7 @@ from pai_launch.doctor.diagnose import check_script
 from pai_launch.fix import engine, run, workspace
 from pai_launch.fix.registry import FIXERS
 from tests.unit.doctor_mutations import BASE, write_broken
+from tests.unit.fix_projects import write_helper_project
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -227,13 +228,7 @@ def test_a_file_changed_while_it_was_being_fixed_is_seen(tmp_path):
 
 
 def test_a_finding_in_a_project_helper_is_fixed_in_that_file(tmp_path):
-    (tmp_path / "utils").mkdir()
-    (tmp_path / "utils" / "__init__.py").write_text("")
-    helper = tmp_path / "utils" / "ddp.py"
-    helper.write_text("import torch.nn as nn\n\n\ndef wrap(model):\n    # the helper's own comment\n"
-                      "    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)\n")
-    script = _script(tmp_path, GOOD.replace("        " + DDP_LINE, "        model = wrap(model)\n")
-                     .replace("import argparse\n", "import argparse\n\nfrom utils.ddp import wrap\n"))
+    script, helper = write_helper_project(tmp_path)
     (finding,) = check_script(script).findings
     assert (finding.id, finding.path) == ("ddp-broadcast-buffers", str(helper.resolve()))
     outcome, changed = fix_in_copy(script)
