@@ -1,4 +1,5 @@
-"""`pai-launch doctor`, `pai-launch status` and `pai-launch env`: read-only tools with their own command lines.
+"""`pai-launch doctor`, `pai-launch status` and `pai-launch env`: tools with their own command lines, read-only but
+for `doctor --fix` (pai_launch.fix, imported only then).
 
 They start nothing and never import torch. Usage errors are one line and exit 2, as for the launch command.
 """
