@@ -51,6 +51,11 @@ def _if_at(tree: loc.Tree, ctx: FixContext) -> cst.If:
                     f"if on line {ctx.finding.line}")
 
 
+def _earlier(tree: loc.Tree, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+    body = list(tree.parent[stmt].body)
+    return body[:body.index(stmt)]
+
+
 def fix_restructured_first(module: cst.Module, ctx: FixContext) -> cst.Module:
     """`if restructured: (exit) elif complete: ...` becomes `if complete: ... elif restructured: ...`; an `if
     complete:` right after the restructure's if moves before it."""
@@ -58,6 +63,9 @@ def fix_restructured_first(module: cst.Module, ctx: FixContext) -> cst.Module:
     _stmt, restructured, complete = _score(tree)
     branch = _if_at(tree, ctx)
     if _mentions(tree, branch.test, complete) or not _mentions(tree, branch.test, restructured):
+        return module
+    if isinstance(tree.parent[branch], loc.BLOCKS) and any(
+            isinstance(s, cst.If) and _mentions(tree, s.test, complete) for s in _earlier(tree, branch)):
         return module
     other = branch.orelse
     if isinstance(other, cst.If) and _mentions(tree, other.test, complete):
@@ -91,7 +99,7 @@ def fix_restructure_no_exit(module: cst.Module, ctx: FixContext) -> cst.Module:
     """The restructure's branch (after the completion check) ends the generation first under DDP; one process or
     DataParallel goes on in it as before."""
     tree = loc.read(module)
-    _stmt, restructured, complete = _score(tree)
+    _stmt, _restructured, complete = _score(tree)
     branch = _if_at(tree, ctx)
     first = branch.body.body[0]
     if isinstance(first, cst.If) and ("end_generation" in loc.code(tree, first) or "exit(" in loc.code(tree, first)):

@@ -16,9 +16,7 @@ from pai_launch.fix import locate as loc
 from pai_launch.fix.edit import FixContext, Fixer, Unfixable
 
 TURN = "in_turn"
-TURN_DEF = '''
-
-def {name}(fn):
+TURN_DEF = '''def {name}(fn):
     """fn() on one rank at a time, rank 0 first, a barrier after each turn: PerforatedAI writes files the other
     ranks read (pai-launch doctor --fix)."""
     if not {dist}.is_initialized():
@@ -70,7 +68,14 @@ def _turn(module: cst.Module, tree: loc.Tree, call: cst.Call) -> cst.Module:
     if not missing:
         return module
     module = loc.add_imports(module, [("torch.distributed", dist)])
-    return loc.after_imports(module, loc.stmts(TURN_DEF.format(name=name, dist=dist)))
+    (define,) = loc.stmts(TURN_DEF.format(name=name, dist=dist))
+    module = loc.after_imports(module, [define.with_changes(leading_lines=[cst.EmptyLine()] * 2)])
+    body = list(module.body)
+    at = next(i for i, s in enumerate(body) if isinstance(s, cst.FunctionDef) and s.name.value == name) + 1
+    if at < len(body) and len(body[at].leading_lines) < 2:  # two blank lines after a def, as before one
+        lines = list(body[at].leading_lines)
+        body[at] = body[at].with_changes(leading_lines=[cst.EmptyLine()] * (2 - len(lines)) + lines)
+    return module.with_changes(body=body)
 
 
 def _turn_fixer(callee: str) -> Fixer:
