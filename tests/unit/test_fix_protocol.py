@@ -46,6 +46,13 @@ EXTRA: dict[str, list[tuple[str, str]]] = {
                 ("in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))",
                  "UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)"),
                 (RESUME, ""), (MARKER, "")],
+    # reads its rank from the process group in the init run too
+    "rank_unguarded": [("            sys.exit(0)\n", '            print("rank", dist.get_rank())\n            sys.exit(0)\n')],
+    # pai_launch.training's Run, and an init run that exits without saving the settings
+    "helpers_no_save": [("import torch\n", "import torch\n\nfrom pai_launch import training as pt\n"),
+                        (PT_SETUP, ('run = pt.start(init_run, "gloo")\n'
+                                    "distributed, rank, world = run.distributed, run.rank, run.world\n")),
+                        ("            GPA.pai_tracker.save_tracker_settings()\n", "")],
     # a comment beside each place the fixes edit
     "commented": [("model = in_turn(", "# the model\nmodel = in_turn("), ("    if complete or", "    # the end\n    if complete or")],
 }
@@ -61,6 +68,7 @@ CASES = [
     ("init_process_group", "init-process-group-unguarded",
      'if not args.perforate_model_parallel:\n    dist.init_process_group("gloo")\n'),
     ("init_no_save", "init-settings-not-saved", INIT_BLOCK),
+    ("helpers_no_save", "init-settings-not-saved", "        if init_run:\n            pt.init_run_done(run)\n"),
     ("init_no_exit", "init-no-exit", INIT_BLOCK),
     ("init_save_early", "init-exit-before-backward", "backward()\n" + INIT_BLOCK + "        optimizer.step()"),
     ("restructured_first", "restructured-before-complete", MARKER + "    if restructured:\n"),
@@ -96,6 +104,20 @@ def fix(path: Path, finding_id: str) -> str:
     finding = next((f for f in report.findings if f.id == finding_id), None)
     assert finding is not None, [f.id for f in report.findings]
     return FIXERS[finding_id](cst.parse_module(path.read_text()), FixContext(path, finding, report)).code
+
+
+def fix_all(path: Path, rounds: int = 12) -> list[str]:
+    """The file with every finding these fixers answer fixed, one at a time, doctor reading it again after each (as
+    --fix does); the ids fixed, in order."""
+    done = []
+    for _ in range(rounds):
+        report = check_script(path)
+        todo = [f for f in report.findings if f.id in FIXERS]
+        if not todo:
+            return done
+        path.write_text(FIXERS[todo[0].id](cst.parse_module(path.read_text()), FixContext(path, todo[0], report)).code)
+        done.append(todo[0].id)
+    raise AssertionError(f"still findings to fix after {rounds} fixes: {done}")
 
 
 def _errors(path: Path) -> set[str]:
@@ -151,12 +173,7 @@ def test_several_fixes_in_turn_leave_a_script_doctor_finds_nothing_in(tmp_path):
     for old, new in (MUTATIONS["generation_end"], MUTATIONS["init_no_save"], (MARKER, "")):
         text = text.replace(old, new)
     path.write_text(text)
-    for _ in range(8):
-        report = check_script(path)
-        todo = [f for f in report.findings if f.id in FIXERS]
-        if not todo:
-            break
-        path.write_text(FIXERS[todo[0].id](cst.parse_module(path.read_text()), FixContext(path, todo[0], report)).code)
+    assert len(fix_all(path)) == 5
     assert check_script(path).findings == ()
     assert path.read_text().count("def in_turn(fn):") == 1
 
@@ -173,6 +190,7 @@ REFUSED = [
      [("        optimizer.step()\n", "        optimizer.step()\n        model(x).sum().backward()\n")],
      "2 backward() calls"),
     ("no_resume", "resume-missing", [("args = parser.parse_args()", "args = settings()")], "--pai_load_folder"),
+    ("rank_unguarded", "init-barrier-unguarded", [], "part of a larger statement"),
     ("restructured_first", "restructured-before-complete",
      [("        sys.exit(0)\n    if complete:\n", '        sys.exit(0)\n    print("scored")\n    if complete:\n')],
      "training_complete check"),

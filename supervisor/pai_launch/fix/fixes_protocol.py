@@ -131,8 +131,8 @@ def _is_initialized(tree: loc.Tree, test: cst.BaseExpression) -> bool:
 
 
 def fix_init_barrier(module: cst.Module, ctx: FixContext) -> cst.Module:
-    """A collective under `if dist.is_initialized():` (the init run has no process group); get_rank() and
-    get_world_size() read 0 and 1 there."""
+    """A collective under `if dist.is_initialized():` (the init run has no process group). Only a call that is a
+    statement of its own: a value such as get_rank() in a larger statement has no one default that is right."""
     tree = loc.read(module)
     call = loc.only(loc.calls(tree, lambda c: (loc.full_name(tree, c.func) or "").startswith("torch.distributed.")
                               and loc.tail(c) != "is_initialized", ctx.finding.line),
@@ -140,13 +140,6 @@ def fix_init_barrier(module: cst.Module, ctx: FixContext) -> cst.Module:
     if any(_is_initialized(tree, branch.test) and positive for branch, positive in loc.guards_of(tree, call)):
         return module
     dist = _dist_of(tree, call)
-    if loc.tail(call) in ("get_rank", "get_world_size"):
-        up = tree.parent.get(call)
-        if isinstance(up, cst.IfExp) and up.body is call and _is_initialized(tree, up.test):
-            return module
-        default = "0" if loc.tail(call) == "get_rank" else "1"
-        guarded = cst.parse_expression(f"({loc.code(tree, call)} if {dist}.is_initialized() else {default})")
-        return module.deep_replace(call, guarded)
     stmt = loc.bare_call(tree, call)
     return _guard(module, stmt, f"{dist}.is_initialized()")
 
