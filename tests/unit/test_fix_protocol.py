@@ -53,6 +53,9 @@ EXTRA: dict[str, list[tuple[str, str]]] = {
                         (PT_SETUP, ('run = pt.start(init_run, "gloo")\n'
                                     "distributed, rank, world = run.distributed, run.rank, run.world\n")),
                         ("            GPA.pai_tracker.save_tracker_settings()\n", "")],
+    # 1.x's initialize_pai, every rank at once
+    "legacy_race": [("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))",
+                     "model = UPA.initialize_pai(nn.Linear(8, 2), save_name=args.save)")],
     # a comment beside each place the fixes edit
     "commented": [("model = in_turn(", "# the model\nmodel = in_turn("), ("    if complete or", "    # the end\n    if complete or")],
 }
@@ -60,6 +63,7 @@ EXTRA: dict[str, list[tuple[str, str]]] = {
 #: (variant, the finding the fixer answers, a text the fixed script holds)
 CASES = [
     ("perforate_race", "perforate-model-race", "model = in_turn(lambda: UPA.perforate_model("),
+    ("legacy_race", "perforate-model-race", "model = in_turn(lambda: UPA.initialize_pai("),
     ("no_turn_helper", "perforate-model-race", "    for turn in range(dist.get_world_size()):\n"),
     ("validation_race", "validation-score-race", "= in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))"),
     ("validation_rank0_only", "validation-score-rank0-only",

@@ -116,9 +116,9 @@ def fix_restructure_no_exit(module: cst.Module, ctx: FixContext) -> cst.Module:
 
 def _save_folder(tree: loc.Tree, at: cst.CSTNode, ctx: FixContext) -> str:
     """The save folder as code `at` can read: perforate_model's save_name, else the folder doctor read."""
-    perforate = loc.calls(tree, lambda c: loc.tail(c) == "perforate_model")
+    perforate = loc.calls(tree, lambda c: loc.tail(c) in loc.PERFORATE)
     given = [a.value for c in perforate for a in c.args if a.keyword and a.keyword.value == "save_name"]
-    if len(given) == 1:
+    if len({loc.code(tree, g) for g in given}) == 1:
         root = given[0]
         while isinstance(root, cst.Attribute):
             root = root.value
@@ -194,7 +194,7 @@ def fix_resume(module: cst.Module, ctx: FixContext) -> cst.Module:
     tree = loc.read(module)
     if loc.calls(tree, lambda c: loc.tail(c) in ("load_system", "load_newest")):
         return module
-    call = loc.only(loc.calls(tree, lambda c: loc.tail(c) == "perforate_model"), "perforate_model() calls in the file")
+    call = loc.only(loc.calls(tree, lambda c: loc.tail(c) in loc.PERFORATE), "perforate_model() calls in the file")
     stmt = loc.statement(tree, call)
     small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
     if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):

@@ -52,7 +52,7 @@ def _turn_name(tree: loc.Tree) -> tuple[str, bool]:
 
 def _turn(module: cst.Module, tree: loc.Tree, call: cst.Call) -> cst.Module:
     """The module with `call` made one rank at a time."""
-    if any(isinstance(up, cst.ClassDef) for up in loc.ancestors(tree, call)) and not loc.scope(tree, call):
+    if isinstance(loc.scope(tree, call), cst.ClassDef):
         raise Unfixable("the call is in a class body, where a lambda cannot read the class's names")
     if any(isinstance(n, (cst.Await, cst.Yield)) for n in tree.pos if call in loc.ancestors(tree, n)):
         raise Unfixable("the call awaits or yields: it cannot move into a lambda")
@@ -78,13 +78,13 @@ def _turn(module: cst.Module, tree: loc.Tree, call: cst.Call) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _turn_fixer(callee: str) -> Fixer:
+def _turn_fixer(*callees: str) -> Fixer:
     def fix(module: cst.Module, ctx: FixContext) -> cst.Module:
         tree = loc.read(module)
-        call = loc.only(loc.calls(tree, lambda c: loc.tail(c) == callee, ctx.finding.line),
-                        f"{callee}() call on line {ctx.finding.line}")
+        call = loc.only(loc.calls(tree, lambda c: loc.tail(c) in callees, ctx.finding.line),
+                        f"{callees[0]}() call on line {ctx.finding.line}")
         return module if _in_turn_already(tree, call) else _turn(module, tree, call)
-    fix.__doc__ = f"{callee}() through in_turn: every rank calls it, one at a time."
+    fix.__doc__ = f"{callees[0]}() through in_turn: every rank calls it, one at a time."
     return fix
 
 
@@ -106,7 +106,8 @@ def fix_score_rank0_only(module: cst.Module, ctx: FixContext) -> cst.Module:
         raise Unfixable("the rank-0 block does more than add the score: every rank would do it too")
     for arg in call.args:
         for name in (n.value for n in tree.pos if isinstance(n, cst.Name) and arg in loc.ancestors(tree, n)):
-            sets = [n for n in tree.pos if isinstance(n, cst.AssignTarget) and loc.code(tree, n.target) == name]
+            sets = [n for n in tree.pos if isinstance(n, cst.Name) and n.value == name
+                    and any(isinstance(up, cst.AssignTarget) for up in loc.ancestors(tree, n))]
             if sets and all(loc.mode(tree, s).rank0 is True for s in sets):
                 raise Unfixable(f"{name} is computed on rank 0 only: the other ranks have no score")
     lifted = stmt.with_changes(leading_lines=branch.leading_lines)
@@ -242,7 +243,9 @@ def fix_init_before_backward(module: cst.Module, ctx: FixContext) -> cst.Module:
     back = _backward(tree)
     if loc.line(tree, back) < loc.line(tree, save):
         return module
-    block = next(b for b, positive in loc.guards_of(tree, save) if positive and loc.meaning(tree, b.test).init)
+    block = next((b for b, positive in loc.guards_of(tree, save) if positive and loc.meaning(tree, b.test).init), None)
+    if block is None:
+        raise Unfixable("save_tracker_settings() is in the else of an if on the init run")
     if block.orelse is not None or not isinstance(tree.parent[block], loc.BLOCKS):
         raise Unfixable("the init run's if has an else or stands in a one-line block")
     if loc.scope(tree, block) is not loc.scope(tree, back) or block in loc.ancestors(tree, back):
@@ -261,7 +264,7 @@ def fix_init_before_backward(module: cst.Module, ctx: FixContext) -> cst.Module:
 
 
 FIXERS: dict[str, Fixer] = {
-    "perforate-model-race": _turn_fixer("perforate_model"),
+    "perforate-model-race": _turn_fixer(*loc.PERFORATE),
     "validation-score-race": _turn_fixer("add_validation_score"),
     "validation-score-rank0-only": fix_score_rank0_only,
     "init-barrier-unguarded": fix_init_barrier,

@@ -19,6 +19,7 @@ from pai_launch.fix.edit import Unfixable
 
 BLOCKS = (cst.Module, cst.IndentedBlock)
 SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+PERFORATE = ("perforate_model", "initialize_pai")  # initialize_pai: 1.x's name, which races the same way
 
 
 @dataclass(frozen=True)
@@ -248,9 +249,9 @@ def bound_before(tree: Tree, node: cst.CSTNode, is_value: Callable[[cst.BaseExpr
 
 
 def _parses_args(tree: Tree) -> Callable[[cst.BaseExpression], bool]:
-    helpers = {d.name.value for d in tree.module.body if isinstance(d, cst.FunctionDef)
-               and any(isinstance(n, cst.Call) and tail(n) in ("parse_args", "parse_known_args")
-                       for n in tree.pos if scope(tree, n) is d)}
+    top = {d for d in tree.module.body if isinstance(d, cst.FunctionDef)}
+    helpers = {home.name.value for n in tree.pos if isinstance(n, cst.Call) and tail(n) in ("parse_args",
+               "parse_known_args") and (home := scope(tree, n)) in top}
     return lambda value: isinstance(value, cst.Call) and (
         tail(value) in ("parse_args", "parse_known_args")
         or isinstance(value.func, cst.Name) and value.func.value in helpers)
