@@ -30,13 +30,13 @@ TURN_DEF = '''def {name}(fn):
 '''
 
 
-def _is_turn_call(tree: loc.Tree, node: cst.CSTNode | None) -> bool:
+def _is_turn_call(node: cst.CSTNode | None) -> bool:
     return isinstance(node, cst.Call) and loc.tail(node) in (TURN, "pai_in_turn")
 
 
 def _in_turn_already(tree: loc.Tree, call: cst.Call) -> bool:
     lam = tree.parent.get(call)
-    return isinstance(lam, cst.Lambda) and _is_turn_call(tree, tree.parent.get(tree.parent.get(lam)))
+    return isinstance(lam, cst.Lambda) and _is_turn_call(tree.parent.get(tree.parent.get(lam)))
 
 
 def _turn_name(tree: loc.Tree) -> tuple[str, bool]:
@@ -63,6 +63,8 @@ def _turn(module: cst.Module, tree: loc.Tree, call: cst.Call) -> cst.Module:
         wrapped = cst.Call(func=cst.parse_expression(f"{pt}.in_turn"), args=[cst.Arg(cst.Name(run)), cst.Arg(lam)])
         return module.deep_replace(call, wrapped)
     name, missing = _turn_name(tree)
+    if missing and loc.scope(tree, call) is None and loc.before_imports(tree, call):
+        raise Unfixable("the call runs before the script's last import, where in_turn would be written")
     dist = loc.plan_import(tree, "torch.distributed", "dist") if missing else ""
     module = module.deep_replace(call, cst.Call(func=cst.Name(name), args=[cst.Arg(lam)]))
     if not missing:
@@ -127,7 +129,7 @@ def _dist_of(tree: loc.Tree, call: cst.Call) -> str:
     return found
 
 
-def _is_initialized(tree: loc.Tree, test: cst.BaseExpression) -> bool:
+def _is_initialized(test: cst.BaseExpression) -> bool:
     return isinstance(test, cst.Call) and loc.tail(test) == "is_initialized"
 
 
@@ -138,7 +140,7 @@ def fix_init_barrier(module: cst.Module, ctx: FixContext) -> cst.Module:
     call = loc.only(loc.calls(tree, lambda c: (loc.full_name(tree, c.func) or "").startswith("torch.distributed.")
                               and loc.tail(c) != "is_initialized", ctx.finding.line),
                     f"torch.distributed call on line {ctx.finding.line}")
-    if any(_is_initialized(tree, branch.test) and positive for branch, positive in loc.guards_of(tree, call)):
+    if any(_is_initialized(branch.test) and positive for branch, positive in loc.guards_of(tree, call)):
         return module
     dist = _dist_of(tree, call)
     stmt = loc.bare_call(tree, call)

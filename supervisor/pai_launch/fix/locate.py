@@ -214,10 +214,20 @@ def _imports(statement: cst.BaseStatement, stdlib: bool) -> bool:
     return name is not None and (dotted(name) or "").split(".")[0] in sys.stdlib_module_names
 
 
+def _last_import(module: cst.Module, stdlib: bool = False) -> int:
+    return max((i for i, s in enumerate(module.body) if _imports(s, stdlib)), default=-1)
+
+
+def before_imports(tree: Tree, node: cst.CSTNode) -> bool:
+    """Whether the node's top-level statement comes before the file's last top-level import."""
+    top = next(up for up in [node, *ancestors(tree, node)] if tree.parent.get(up) is tree.module)
+    return list(tree.module.body).index(top) < _last_import(tree.module)
+
+
 def after_imports(module: cst.Module, new: Sequence[cst.BaseStatement], stdlib: bool = False) -> cst.Module:
     """The module with `new` after its last top-level import (its last standard-library one, for `stdlib`)."""
     body = list(module.body)
-    last = max((i for i, s in enumerate(body) if _imports(s, stdlib)), default=-1)
+    last = _last_import(module, stdlib)
     if last < 0 and stdlib:
         return after_imports(module, new)
     if last < 0:
