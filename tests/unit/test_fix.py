@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import libcst
 import pytest
 
 from pai_launch.doctor.diagnose import check_script
@@ -234,3 +235,30 @@ def test_a_finding_in_a_project_helper_is_fixed_in_that_file(tmp_path):
     outcome, changed = fix_in_copy(script)
     assert changed == {helper.resolve(): helper.read_text().replace("=True)", "=True, broadcast_buffers=False)")}
     assert outcome.report.findings == ()
+
+
+def test_a_fix_given_up_on_is_tried_again_once_another_fix_makes_it_possible():
+    """The engine on a fake project: 'needs-flag' cannot be fixed until 'flag' is, and comes first in the report."""
+    from pai_launch.doctor.model import ERROR, Finding, Report
+    from pai_launch.fix.edit import Unfixable
+    from pai_launch.fix.engine import fix_all
+
+    files = {Path("train.py"): "x = 1\n"}
+
+    def check() -> Report:
+        text = files[Path("train.py")]
+        found = [Finding(i, ERROR, None, i, i) for i, done in (("needs-flag", "SAVED"), ("flag", "FLAG"))
+                 if done not in text]
+        return Report("train.py", tuple(found), None, None)
+
+    def needs_flag(module, ctx):
+        if "FLAG" not in module.code:
+            raise Unfixable("no flag to read")
+        return module.with_changes(body=[*module.body, *libcst.parse_module("SAVED = 1\n").body])
+
+    def flag(module, ctx):
+        return module.with_changes(body=[*module.body, *libcst.parse_module("FLAG = 1\n").body])
+
+    outcome = fix_all(check, files.__getitem__, files.__setitem__, {"needs-flag": needs_flag, "flag": flag})
+    assert outcome.report.findings == ()
+    assert outcome.applied == [("flag", "train.py"), ("needs-flag", "train.py")]

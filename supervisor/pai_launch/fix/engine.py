@@ -97,6 +97,7 @@ def fix_all(check: Callable[[], Report], read: Callable[[Path], str], write: Cal
             else:
                 outcome.applied.append(key)
                 outcome.report = again
+                outcome.reasons.clear()  # a fix may make another possible (the flags, for the init run's fixes)
                 continue
         outcome.reasons.setdefault(key, []).append(why)
     return outcome
