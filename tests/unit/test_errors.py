@@ -21,6 +21,7 @@ NOT_LAUNCH_ERRORS = {
     "agent.torchcompat.UnsupportedTorch": "raised in the agent: the generation's launcher error says it",
     "core.slurm._BadNodelist": "the node-list parser's own, turned into a SlurmError",
     "doctor.model.DoctorError": "the doctor tool's (its own exit codes)",
+    "fix.edit.Unfixable": "a fixer's: the fix loop catches it and leaves the finding with its reason",
     "doctor.source.Unreadable": "a DoctorError for a file that is no source to read (exit 2; a helper's is skipped)",
     "doctor.budget.OutOfTime": "a launch's script check out of time: one warning, and the launch goes on",
     "status.model.StatusError": "the status tool's (its own exit codes)",

@@ -40,6 +40,7 @@ EXPECTED: dict[str, tuple[set[str], list[tuple[str, str]]]] = {
         (PERFORATE, "GPA.pc.set_configuration_confirmed(True)\n" + PERFORATE)]),
     "prompts_missing": ({"prompt-configuration-confirmed", "prompt-unwrapped-modules"}, [(
         "GPA.pc.set_weight_decay_accepted(True)\n", "")]),
+    "initialize_pai": ({"initialize-pai-removed"}, []),  # renamed back to perforate_model: the correct script
     "validation_wrapped": ({"validation-score-wrapped-model"}, [(
         "    net = model.module if distributed else model\n", "    net = model\n"),
         ("add_validation_score(0.5, net)", 'add_validation_score(0.5, getattr(net, "module", net))')]),
@@ -262,3 +263,16 @@ def test_a_fix_given_up_on_is_tried_again_once_another_fix_makes_it_possible():
     outcome = fix_all(check, files.__getitem__, files.__setitem__, {"needs-flag": needs_flag, "flag": flag})
     assert outcome.report.findings == ()
     assert outcome.applied == [("flag", "train.py"), ("needs-flag", "train.py")]
+
+
+@pytest.mark.parametrize("call, why", [
+    ("UPA.initialize_pai(nn.Linear(8, 2), save_name=args.save, doing_pb=True)", "has no parameter doing_pb"),
+    ("UPA.initialize_pai(nn.Linear(8, 2), **settings)", "*args or **kwargs"),
+])
+def test_an_initialize_pai_call_perforate_model_cannot_take_is_left_with_the_reason(tmp_path, call, why):
+    script = tmp_path / "train.py"
+    script.write_text(GOOD.replace("UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)", call)
+                      .replace("args = parser.parse_args()\n", "args = parser.parse_args()\nsettings = {}\n"))
+    outcome, changed = fix_in_copy(script)
+    assert changed == {}
+    assert [(i, why in r[0]) for (i, _p), r in outcome.reasons.items()] == [("initialize-pai-removed", True)]

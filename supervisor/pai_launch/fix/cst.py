@@ -8,6 +8,7 @@ tree is never copied before its positions are read.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Iterator
 
 import libcst
@@ -19,15 +20,22 @@ from pai_launch.fix.edit import Unfixable
 
 GLOBALS_MODULE = "perforatedai.globals_perforatedai"
 
+@functools.lru_cache(maxsize=8)
+def metadata(module: libcst.Module) -> tuple[dict, dict]:
+    """The positions and parents of the module's nodes, read in one pass and kept for the last few modules (a
+    module hashes by identity): several fixers and doctor's re-checks read the same tree, and on a large script each
+    reading takes about a second."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # nodes stay the module's: deep_replace finds them
+    resolved = wrapper.resolve_many([PositionProvider, ParentNodeProvider])
+    return resolved[PositionProvider], resolved[ParentNodeProvider]
+
 
 class Tree:
     """A module with its nodes' positions and parents (read once; the module itself is not copied)."""
 
     def __init__(self, module: libcst.Module):
         self.module = module
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        self.position = wrapper.resolve(PositionProvider)
-        self.parent = wrapper.resolve(ParentNodeProvider)
+        self.position, self.parent = metadata(module)
         self.imports = names.import_map(ast.parse(module.code))
 
     def name(self, node: libcst.CSTNode) -> str | None:

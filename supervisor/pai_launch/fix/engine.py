@@ -7,6 +7,7 @@ Pure over three callables (check, read, write): the files and doctor's runs belo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,10 +52,17 @@ def next_finding(report: Report, fixers: Mapping[str, Fixer], reasons: Mapping) 
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _parse(source: str) -> libcst.Module:
+    """One tree per text: the fixers tried on a file that has not changed share it, and the positions read from it
+    (fix.cst.metadata). Trees are immutable, so sharing is safe."""
+    return libcst.parse_module(source)
+
+
 def apply(fixer: Fixer, source: str, ctx: FixContext) -> str:
     """The fixer on the file's text; the text it gives back (the same text when it changed nothing)."""
     try:
-        module = libcst.parse_module(source)
+        module = _parse(source)
     except libcst.ParserSyntaxError as exc:
         raise Unfixable(f"libcst cannot parse {ctx.path.name}: {str(exc).splitlines()[0]}") from None
     return fixer(module, ctx).code

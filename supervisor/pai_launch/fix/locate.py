@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from pai_launch.doctor import guards, names
 from pai_launch.doctor.guards import Meaning
+from pai_launch.fix.cst import metadata
 from pai_launch.fix.edit import Unfixable
 
 BLOCKS = (cst.Module, cst.IndentedBlock)
@@ -34,11 +34,10 @@ class Tree:
 
 
 def read(module: cst.Module) -> Tree:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # the nodes stay the module's, so deep_replace finds them
+    positions, parents = metadata(module)  # nodes stay the module's, so deep_replace finds them
     tree = ast.parse(module.code)
     top = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[])
-    return Tree(module, wrapper.resolve(PositionProvider), wrapper.resolve(ParentNodeProvider),
-                names.import_map(tree), names.import_map(top))
+    return Tree(module, positions, parents, names.import_map(tree), names.import_map(top))
 
 
 def line(tree: Tree, node: cst.CSTNode) -> int:

@@ -1,16 +1,9 @@
-"""Which fixer answers which doctor id: the set-up and ordering fixes here, and the protocol's own where that module
-is present (each part stands alone)."""
+"""Which fixer answers which doctor id: the set-up and ordering fixes, the renamed API, and the protocol's own."""
 
 from __future__ import annotations
 
-from pai_launch.fix import fixes_order, fixes_setup
+from pai_launch.fix import fixes_api, fixes_order, fixes_protocol, fixes_setup
 from pai_launch.fix.edit import Fixer
 
-try:
-    from pai_launch.fix.fixes_protocol import FIXERS as PROTOCOL
-except ModuleNotFoundError as exc:  # only that module missing, never one it imports
-    if exc.name != "pai_launch.fix.fixes_protocol":
-        raise
-    PROTOCOL: dict[str, Fixer] = {}
-
-FIXERS: dict[str, Fixer] = {**PROTOCOL, **fixes_setup.FIXERS, **fixes_order.FIXERS}
+FIXERS: dict[str, Fixer] = {**fixes_protocol.FIXERS, **fixes_setup.FIXERS, **fixes_order.FIXERS,
+                            **fixes_api.FIXERS}
