@@ -60,6 +60,18 @@ def agent_store() -> Iterator[dict[str, str]]:
         del store
 
 
+def load_script(name: str):
+    """A script of scripts/ as a module (`name` without .py), registered under that name: its dataclasses look
+    their module up."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.02, message: str = "") -> T:
     """Poll `predicate` until it returns something truthy (returned) or `timeout` seconds pass (AssertionError)."""
     deadline = time.monotonic() + timeout

@@ -5,25 +5,15 @@ in tests/unit, whose tier stays seconds and also runs under the newest torch."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
-import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, load_script
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(600)]
 
 CORPUS = REPO / "tests" / "doctor_scripts" / "corpus"
-
-
-def _module():
-    spec = importlib.util.spec_from_file_location("fix_corpus", REPO / "scripts" / "fix_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _digest() -> str:
@@ -32,7 +22,7 @@ def _digest() -> str:
 
 def test_the_readme_gives_the_table_the_fix_mode_makes_today_and_the_corpus_is_left_as_it_was():
     before = _digest()
-    fix_corpus = _module()
+    fix_corpus = load_script("fix_corpus")
     table = fix_corpus.table([fix_corpus.fix(p) for p in fix_corpus.projects()])
     assert _digest() == before
     shown = re.search(r"<!-- scripts/fix_corpus\.py -->\n(.*?)\n<!-- end -->", (REPO / "README.md").read_text(), re.S)

@@ -5,29 +5,19 @@ scripts/doctor_corpus.py computes from doctor's findings today."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
-import sys
 
 import pytest
 
 from pai_launch.doctor.diagnose import check_script
-from tests.helpers import REPO
+from tests.helpers import REPO, load_script
 
 CORPUS = REPO / "tests" / "doctor_scripts" / "corpus"
 PROJECTS = sorted(p for p in CORPUS.iterdir() if p.is_dir())
 
 
-def _scorer():
-    spec = importlib.util.spec_from_file_location("doctor_corpus", REPO / "scripts" / "doctor_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-scorer = _scorer()
+scorer = load_script("doctor_corpus")
 
 # doctor's checks were written and tuned against these projects; every other project is held out or not by a hash of
 # its name, never by choice, and its scores show how doctor reads scripts it was not written against
