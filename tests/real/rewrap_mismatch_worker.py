@@ -28,4 +28,5 @@ assert not optimizer.param_groups and not optimizer.state  # the old optimizer's
 assert not hasattr(old, "reducer")  # and the old wrapper's reducer
 if run.rank == 0:
     print(f"rewrapped {type(model).__name__} {type(built).__name__}", flush=True)
+dist.barrier()  # both ranks done before either tears its group down: a peer gone mid-teardown aborts gloo (-6)
 dist.destroy_process_group()
