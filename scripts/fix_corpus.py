@@ -5,6 +5,8 @@ reports on it as its authors wrote it, the edits the fix mode made, and the find
 
     scripts/fix_corpus.py            the table and the totals
     scripts/fix_corpus.py --left     also each finding left, with the reason the fix mode gives
+    scripts/fix_corpus.py --run      also runs each fixed project under `pai-launch --nproc 2` (a copy of the whole
+                                     project, RUN_TIMEOUT_S each) and says whether it completed or where it stopped
 
 tests/unit/test_fix_corpus.py holds the README's table to what this prints.
 """
@@ -12,7 +14,11 @@ tests/unit/test_fix_corpus.py holds the README's table to what this prints.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +66,49 @@ def fix(project: Path) -> Fixed:
                  _errors(left), reasons, bool(expected["held_out"]))
 
 
+#: How long one fixed project may train under --run before it is stopped and counted as not completed.
+RUN_TIMEOUT_S = 300
+
+
+def run(project: Path) -> str:
+    """`completed`, or where the fixed project stopped: pai-launch's closing reason and the last error line its
+    init run or workers printed. The fix and the run happen in a copy of the whole project (its data, its modules)."""
+    expected = json.loads((project / "expected.json").read_text())
+    with tempfile.TemporaryDirectory(prefix="pai-launch-corpus-run-") as folder:
+        copy = Path(folder) / project.name
+        shutil.copytree(project, copy)
+        script = copy / expected["entry"]
+        launch = [sys.executable, "-m", "pai_launch"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "supervisor")}
+        subprocess.run([*launch, "doctor", "--fix", script.name], check=False, cwd=script.parent, env=env,
+                       capture_output=True, timeout=120)
+        try:
+            done = subprocess.run([*launch, "--nproc", "2", script.name], check=False, cwd=script.parent, env=env,
+                                  capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return f"still training after {RUN_TIMEOUT_S} s"
+    return stop_reason(done.returncode, done.stdout + done.stderr)
+
+
+def stop_reason(exit_code: int, output: str) -> str:
+    """What a run's JSON log lines say about how it ended: `completed`, else the closing reason and last error."""
+    reason, error = "", ""
+    for line in output.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if event.get("event") == "run_finished":
+            reason = str(event.get("reason", ""))
+        if event.get("log_line") and event.get("level") == "error":
+            error = str(event["log_line"])
+    if exit_code == 0:
+        return "completed"
+    return "; ".join(part for part in (f"exit {exit_code}", reason, error) if part)
+
+
 def _errors(report) -> int:
     return sum(f.severity == ERROR for f in report.findings)
 
@@ -98,6 +147,11 @@ def table(fixed: list[Fixed]) -> str:
 def main(argv: list[str]) -> int:
     fixed = [fix(p) for p in projects()]
     print(table(fixed))
+    if "--run" in argv:
+        stops = {f.name: run(CORPUS / f.name) for f in fixed}
+        completed = sum(stop == "completed" for stop in stops.values())
+        print(f"\nUnder pai-launch --nproc 2 after --fix alone, {completed} of {len(fixed)} projects ran to completion:")
+        print("\n".join(f"  {name}: {stop}" for name, stop in stops.items()))
     if "--left" in argv:
         for f in fixed:
             print(f"\n{f.name}:")

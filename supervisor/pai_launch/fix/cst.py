@@ -36,7 +36,11 @@ class Tree:
     def __init__(self, module: libcst.Module):
         self.module = module
         self.position, self.parent = metadata(module)
-        self.imports = names.import_map(ast.parse(module.code))
+        parsed = ast.parse(module.code)
+        #: Local name -> dotted name: every import in the file, and the module-level ones alone.
+        self.imports = names.import_map(parsed)
+        top = [n for n in parsed.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        self.top_imports = names.import_map(ast.Module(body=top, type_ignores=[]))
 
     def name(self, node: libcst.CSTNode) -> str | None:
         """The dotted name of a Name/Attribute chain with the file's imports expanded, as doctor reads it."""

@@ -43,11 +43,11 @@ def _mentions(tree: loc.Tree, test: cst.BaseExpression, name: str) -> bool:
         return any(isinstance(up, cst.UnaryOperation) and isinstance(up.operator, cst.Not)
                    for up in loc.ancestors(tree, node) if test in (up, *loc.ancestors(tree, up)))
     return any(isinstance(n, cst.Name) and n.value == name and not negated(n)
-               for n in [test, *(m for m in tree.pos if test in loc.ancestors(tree, m))])
+               for n in [test, *(m for m in tree.position if test in loc.ancestors(tree, m))])
 
 
 def _if_at(tree: loc.Tree, ctx: FixContext) -> cst.If:
-    return loc.only([n for n in tree.pos if isinstance(n, cst.If) and loc.line(tree, n) == ctx.finding.line],
+    return loc.only([n for n in tree.position if isinstance(n, cst.If) and loc.line(tree, n) == ctx.finding.line],
                     f"if on line {ctx.finding.line}")
 
 
@@ -132,13 +132,13 @@ def _save_folder(tree: loc.Tree, at: cst.CSTNode, ctx: FixContext) -> str:
 def _readable(tree: loc.Tree, name: str, at: cst.CSTNode) -> bool:
     """Whether `name` is bound at module level or in `at`'s own def (so `at` reads that binding)."""
     return any(isinstance(n, cst.Name) and n.value == name and isinstance(tree.parent.get(n), (cst.AssignTarget,
-               cst.Param)) and loc.scope(tree, n) in (None, loc.scope(tree, at)) for n in tree.pos)
+               cst.Param)) and loc.scope(tree, n) in (None, loc.scope(tree, at)) for n in tree.position)
 
 
 def fix_marker(module: cst.Module, ctx: FixContext) -> cst.Module:
     """Rank 0 writes SAVE/.training_complete as soon as add_validation_score says training is complete."""
     tree = loc.read(module)
-    if any(isinstance(n, cst.SimpleString) and ".training_complete" in n.value for n in tree.pos) \
+    if any(isinstance(n, cst.SimpleString) and ".training_complete" in n.value for n in tree.position) \
             or loc.calls(tree, lambda c: loc.tail(c) == "mark_complete"):
         return module
     stmt, _restructured, complete = _score(tree)
@@ -165,7 +165,7 @@ def fix_marker(module: cst.Module, ctx: FixContext) -> cst.Module:
 def _generation_end(wanted: str) -> Fixer:
     def fix(module: cst.Module, ctx: FixContext) -> cst.Module:
         tree = loc.read(module)
-        here = [n for n in tree.pos if isinstance(n, cst.SimpleStatementLine) and loc.line(tree, n) == ctx.finding.line
+        here = [n for n in tree.position if isinstance(n, cst.SimpleStatementLine) and loc.line(tree, n) == ctx.finding.line
                 and isinstance(tree.parent.get(n), loc.BLOCKS)]
         leave = loc.only(here, f"statement on line {ctx.finding.line}")
         before = loc.sibling(tree, leave, -1)

@@ -54,7 +54,7 @@ def _turn(module: cst.Module, tree: loc.Tree, call: cst.Call) -> cst.Module:
     """The module with `call` made one rank at a time."""
     if isinstance(loc.scope(tree, call), cst.ClassDef):
         raise Unfixable("the call is in a class body, where a lambda cannot read the class's names")
-    if any(isinstance(n, (cst.Await, cst.Yield)) for n in tree.pos if call in loc.ancestors(tree, n)):
+    if any(isinstance(n, (cst.Await, cst.Yield)) for n in tree.position if call in loc.ancestors(tree, n)):
         raise Unfixable("the call awaits or yields: it cannot move into a lambda")
     lam = cst.Lambda(params=cst.Parameters(), body=call)
     helper = loc.training_run(tree, call)
@@ -107,8 +107,8 @@ def fix_score_rank0_only(module: cst.Module, ctx: FixContext) -> cst.Module:
     if len(block.body) != 1:
         raise Unfixable("the rank-0 block does more than add the score: every rank would do it too")
     for arg in call.args:
-        for name in (n.value for n in tree.pos if isinstance(n, cst.Name) and arg in loc.ancestors(tree, n)):
-            sets = [n for n in tree.pos if isinstance(n, cst.Name) and n.value == name
+        for name in (n.value for n in tree.position if isinstance(n, cst.Name) and arg in loc.ancestors(tree, n)):
+            sets = [n for n in tree.position if isinstance(n, cst.Name) and n.value == name
                     and any(isinstance(up, cst.AssignTarget) for up in loc.ancestors(tree, n))]
             if sets and all(loc.mode(tree, s).rank0 is True for s in sets):
                 raise Unfixable(f"{name} is computed on rank 0 only: the other ranks have no score")
@@ -259,7 +259,7 @@ def fix_init_before_backward(module: cst.Module, ctx: FixContext) -> cst.Module:
     moved = block.with_changes(leading_lines=())
     module = loc.insert(module, tree, back, [moved], after=True)
     tree = loc.read(module)
-    first = min((n for n in tree.pos if isinstance(n, cst.If) and n.deep_equals(block)), key=lambda n: loc.line(tree, n))
+    first = min((n for n in tree.position if isinstance(n, cst.If) and n.deep_equals(block)), key=lambda n: loc.line(tree, n))
     parent = tree.parent[first]
     body = [s for s in parent.body if s is not first]
     return module.deep_replace(parent, parent.with_changes(body=body))

@@ -7,14 +7,12 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import libcst as cst
 
 from pai_launch.doctor import guards, names
 from pai_launch.doctor.guards import Meaning
-from pai_launch.fix.cst import metadata
+from pai_launch.fix.cst import Tree
 from pai_launch.fix.edit import Unfixable
 
 BLOCKS = (cst.Module, cst.IndentedBlock)
@@ -22,26 +20,12 @@ SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 PERFORATE = ("perforate_model", "initialize_pai")  # initialize_pai: 1.x's name, which races the same way
 
 
-@dataclass(frozen=True)
-class Tree:
-    """A module with the positions and parents of its nodes, and its imports (local name -> dotted)."""
-
-    module: cst.Module
-    pos: Any
-    parent: Any
-    imports: dict[str, str]
-    top_imports: dict[str, str]
-
-
 def read(module: cst.Module) -> Tree:
-    positions, parents = metadata(module)  # nodes stay the module's, so deep_replace finds them
-    tree = ast.parse(module.code)
-    top = ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[])
-    return Tree(module, positions, parents, names.import_map(tree), names.import_map(top))
+    return Tree(module)  # positions and parents are read once per module (fix.cst.metadata), its nodes not copied
 
 
 def line(tree: Tree, node: cst.CSTNode) -> int:
-    return tree.pos[node].start.line
+    return tree.position[node].start.line
 
 
 def dotted(expr: cst.BaseExpression) -> str | None:
@@ -70,8 +54,8 @@ def tail(call: cst.Call) -> str:
 
 def calls(tree: Tree, keep: Callable[[cst.Call], bool], at: int | None = None) -> list[cst.Call]:
     """The calls `keep` accepts (on line `at` where given), in source order."""
-    found = [n for n in tree.pos if isinstance(n, cst.Call) and keep(n) and (at is None or line(tree, n) == at)]
-    return sorted(found, key=lambda n: (tree.pos[n].start.line, tree.pos[n].start.column))
+    found = [n for n in tree.position if isinstance(n, cst.Call) and keep(n) and (at is None or line(tree, n) == at)]
+    return sorted(found, key=lambda n: (tree.position[n].start.line, tree.position[n].start.column))
 
 
 def only(found: Sequence, what: str):
@@ -164,7 +148,7 @@ def code(tree: Tree, node: cst.CSTNode) -> str:
 
 
 def uses_name(tree: Tree, name: str) -> bool:
-    return any(isinstance(n, cst.Name) and n.value == name for n in tree.pos)
+    return any(isinstance(n, cst.Name) and n.value == name for n in tree.position)
 
 
 def alias(tree: Tree, module_path: str) -> str | None:
@@ -240,7 +224,7 @@ def bound_before(tree: Tree, node: cst.CSTNode, is_value: Callable[[cst.BaseExpr
     home = scope(tree, node)
     here = line(tree, node)
     candidates: list[tuple[cst.CSTNode | None, str, int]] = []
-    for assign in (n for n in tree.pos if isinstance(n, cst.Assign)):
+    for assign in (n for n in tree.position if isinstance(n, cst.Assign)):
         target = assign.targets[0].target if len(assign.targets) == 1 else None
         if isinstance(target, cst.Tuple) and target.elements:
             target = target.elements[0].value
@@ -251,7 +235,7 @@ def bound_before(tree: Tree, node: cst.CSTNode, is_value: Callable[[cst.BaseExpr
         return local[-1]
     if home is None:
         return None
-    own = {n.value for n in tree.pos if isinstance(n, cst.Name) and scope(tree, n) is home
+    own = {n.value for n in tree.position if isinstance(n, cst.Name) and scope(tree, n) is home
            and isinstance(tree.parent.get(n), (cst.Param, cst.AssignTarget))}
     top = [name for where, name, _at in candidates if where is None and name not in own]
     return top[-1] if top else None
@@ -259,7 +243,7 @@ def bound_before(tree: Tree, node: cst.CSTNode, is_value: Callable[[cst.BaseExpr
 
 def _parses_args(tree: Tree) -> Callable[[cst.BaseExpression], bool]:
     top = {d for d in tree.module.body if isinstance(d, cst.FunctionDef)}
-    helpers = {home.name.value for n in tree.pos if isinstance(n, cst.Call) and tail(n) in ("parse_args",
+    helpers = {home.name.value for n in tree.position if isinstance(n, cst.Call) and tail(n) in ("parse_args",
                "parse_known_args") and (home := scope(tree, n)) in top}
     return lambda value: isinstance(value, cst.Call) and (
         tail(value) in ("parse_args", "parse_known_args")
@@ -268,7 +252,7 @@ def _parses_args(tree: Tree) -> Callable[[cst.BaseExpression], bool]:
 
 def parsed_args(tree: Tree, node: cst.CSTNode, flag: str) -> str | None:
     """The argparse namespace the node can read `flag` from, where the script declares the flag."""
-    declared = any(isinstance(n, cst.SimpleString) and n.evaluated_value == "--" + flag for n in tree.pos)
+    declared = any(isinstance(n, cst.SimpleString) and n.evaluated_value == "--" + flag for n in tree.position)
     return bound_before(tree, node, _parses_args(tree)) if declared else None
 
 
