@@ -6,7 +6,7 @@ reports on it as its authors wrote it, the edits the fix mode made, and the find
     scripts/fix_corpus.py            the table and the totals
     scripts/fix_corpus.py --left     also each finding left, with the reason the fix mode gives
 
-tests/unit/test_fix_corpus.py holds the README's table to what this prints.
+tests/proc/test_fix_corpus.py holds the table of docs/users/doctor-fix.md to what this prints.
 """
 
 from __future__ import annotations
