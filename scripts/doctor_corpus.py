@@ -11,14 +11,14 @@ problems a correct check reports, in expected.json).
 
 A finding matches a true problem with the same id; where both name a line, the file and line must agree (or be one
 of the problem's `also_at` places). Each true problem and each finding is matched at most once. A problem whose id
-is not one of doctor's checks (the ids of the README's table of checks, doctor_ids()) counts against recall over all
+is not one of doctor's checks (the ids of the table of checks in docs/users/doctor.md, doctor_ids()) counts against recall over all
 problems, not against recall over doctor's checks; a check added later moves its problems in scope by itself, with
 no ground truth edited.
 
 Each project's expected.json names its `style` (STYLES: how the script drives PerforatedAI and DDP) and whether it is
 `held_out`: a project doctor's checks were not tuned on, chosen by a hash of its name (see
 tests/unit/test_doctor_corpus.py), so its scores say how doctor reads projects it was not written against.
-tests/unit/test_doctor_corpus.py holds the README's table to what this prints.
+tests/unit/test_doctor_corpus.py holds the table of docs/users/doctor.md to what this prints.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ CHECKS_TABLE = "| id | severity | what it checks |"
 
 @functools.cache
 def doctor_ids() -> frozenset[str]:
-    """The finding ids of doctor's checks: the first column of the README's table of checks."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+    """The finding ids of doctor's checks: the first column of the table of checks in docs/users/doctor.md."""
+    lines = (ROOT / "docs" / "users" / "doctor.md").read_text().splitlines()
     rows = lines[lines.index(CHECKS_TABLE) + 2:]
     ids = set()
     for row in itertools.takewhile(lambda line: line.startswith("|"), rows):
@@ -151,7 +151,7 @@ def _ratio(part: int, whole: int) -> str:
 
 
 def table(scores: list[Score]) -> str:
-    """The README's table: a row a project, then the totals with precision and recall, then the same for each style
+    """The table of docs/users/doctor.md: a row a project, then the totals with precision and recall, then the same for each style
     and for the held-out and the tuned parts."""
     total = Score(f"**all {len(scores)}**")
     rows = ["| project | style | held out | DDP | files read | true problems (in doctor's checks) | found | missed | "

@@ -8,7 +8,7 @@ reports on it as its authors wrote it, the edits the fix mode made, and the find
     scripts/fix_corpus.py --run      also runs each fixed project under `pai-launch --nproc 2` (a copy of the whole
                                      project, RUN_TIMEOUT_S each) and says whether it completed or where it stopped
 
-tests/unit/test_fix_corpus.py holds the README's table to what this prints.
+tests/proc/test_fix_corpus.py holds the table of docs/users/doctor-fix.md to what this prints.
 """
 
 from __future__ import annotations

@@ -33,6 +33,8 @@ from pai_launch.wire import log_events
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FAKE_TRAINER = TESTS / "fake_trainer.py"
+#: The manual: the pages `mkdocs build` makes a site of (mkdocs.yml names each in its nav).
+DOCS = REPO / "docs"
 #: The interpreter that runs pai-launch in the process tiers: this one, or PAI_TEST_PYTHON's (another venv's, with
 #: another torch or Python: tests/compat runs tiers that way).
 PYTHON = os.environ.get("PAI_TEST_PYTHON") or sys.executable
@@ -40,6 +42,11 @@ PYTHON = os.environ.get("PAI_TEST_PYTHON") or sys.executable
 T = TypeVar("T")
 #: prctl(2) option: orphaned descendants re-parent to this process instead of PID 1.
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+def docs_page(name: str) -> str:
+    """The text of one page of the manual, by its path under docs/ (`users/exit-codes.md`)."""
+    return (DOCS / name).read_text()
 
 
 class WaitTimeout(AssertionError):

@@ -46,9 +46,9 @@ PYTORCH_DEFAULT_PORT = 23456
 TRAINER_NODE = "node"
 TRAINER_ANCESTOR = ("trainer.kubeflow.org/trainjob-ancestor-step", "trainer")
 TRAINER_PORT = 29500
-#: pai-launch's options as variables (README: Running in Docker): PAI_LAUNCH_<NAME> is --<name>.
+#: pai-launch's options as variables (docs: operators/docker.md): PAI_LAUNCH_<NAME> is --<name>.
 OPTION_PREFIX = "PAI_LAUNCH_"
-#: What `--rdzv-timeout` is when not given (README: Usage).
+#: What `--rdzv-timeout` is when not given (docs: users/usage.md).
 DEFAULT_RDZV_TIMEOUT = 900.0
 #: Where each pod's IP comes from in these tests (status.podIP): any address, one per pod.
 POD_IP = "10.244.{}.10"

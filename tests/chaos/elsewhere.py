@@ -1,6 +1,6 @@
 """Faults tested outside the chaos scenarios: where a fault needs its own harness (a second user, a closed
 terminal, a paused process, two nodes), its test lives in its tier, and this register names it so that the
-README's fault table (`python -m scripts.chaos --markdown`) lists every fault pai-launch is tested against.
+The fault table of docs/users/faults-tested.md (`python -m scripts.chaos --markdown`) lists every fault pai-launch is tested against.
 
 Each entry names one test as `path::function`; tests/unit/test_fault_table.py checks that every named test exists.
 """

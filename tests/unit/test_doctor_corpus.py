@@ -1,5 +1,5 @@
 """doctor on real public PerforatedAI projects (tests/doctor_scripts/corpus): each project is kept with its
-source and licence and its expected findings, and the README's precision and recall are what
+source and licence and its expected findings, and the doctor page's precision and recall are what
 scripts/doctor_corpus.py computes from doctor's findings today."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import pytest
 
 from pai_launch.doctor.diagnose import check_script
-from tests.helpers import REPO, load_script
+from tests.helpers import REPO, docs_page, load_script
 
 CORPUS = REPO / "tests" / "doctor_scripts" / "corpus"
 PROJECTS = sorted(p for p in CORPUS.iterdir() if p.is_dir())
@@ -64,10 +64,10 @@ def test_the_tuned_projects_are_all_there():
     assert TUNED <= {p.name for p in PROJECTS}
 
 
-def test_the_readme_gives_the_corpus_table_doctor_scores_today():
-    readme = (REPO / "README.md").read_text()
-    shown = re.search(r"<!-- scripts/doctor_corpus\.py -->\n(.*?)\n<!-- end -->", readme, re.S)
-    assert shown, "README has no corpus table"
+def test_the_doctor_page_gives_the_corpus_table_doctor_scores_today():
+    page = docs_page("users/doctor.md")
+    shown = re.search(r"<!-- scripts/doctor_corpus\.py -->\n(.*?)\n<!-- end -->", page, re.S)
+    assert shown, "docs/users/doctor.md has no corpus table"
     assert shown.group(1) == scorer.table([scorer.score(p) for p in scorer.projects()])
 
 
@@ -94,7 +94,7 @@ def test_the_matching_counts_a_finding_once_and_at_its_line(tmp_path):
     assert {f["id"] for f in score.false_alarms} > {"flag-pai-load-folder"}
 
 
-def test_every_id_doctor_reports_on_the_corpus_is_a_check_of_the_readmes_table():
+def test_every_id_doctor_reports_on_the_corpus_is_a_check_of_the_doctor_pages_table():
     """The scorer counts a problem as in doctor's checks by that table: an id missing from it would count wrong."""
     reported = {f.id for p in PROJECTS
                 for f in check_script(p / json.loads((p / "expected.json").read_text())["entry"]).findings}

@@ -10,6 +10,7 @@ import pytest
 
 from pai_launch.doctor import api
 from pai_launch.doctor.diagnose import check_script, render_text
+from tests.helpers import docs_page
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -236,7 +237,7 @@ def test_perforate_model_on_any_path_is_not_a_tracker_built_directly(tmp_path):
     assert "tracker-without-perforate-model" not in {f.id for f in check_script(script).findings}
 
 
-def test_the_readme_lists_the_finding():
-    readme = (SCRIPTS.parents[1] / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| `tracker-without-perforate-model` |"))
+def test_the_doctor_page_lists_the_finding():
+    page = docs_page("users/doctor.md")
+    row = next(line for line in page.splitlines() if line.startswith("| `tracker-without-perforate-model` |"))
     assert "FileNotFoundError" in row and "AttributeError" in row and "set_save_name" in row

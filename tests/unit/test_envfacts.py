@@ -15,6 +15,7 @@ from pai_launch.cli import envfacts
 from pai_launch.cli.specbuilder import Host
 from pai_launch.core import slurm
 from pai_launch.envreport import render
+from tests.helpers import docs_page
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -169,8 +170,8 @@ def test_every_slurm_variable_a_launch_reads_is_shown():
     assert read and read <= set(slurm.READ_VARIABLES), read - set(slurm.READ_VARIABLES)
 
 
-def test_every_top_level_json_key_is_documented_in_the_readme():
+def test_every_top_level_json_key_is_documented_in_the_env_page():
     facts = envfacts.gather("/py", 1.0, readers(STEP))
-    section = (ROOT / "README.md").read_text().split("## Bug reports: pai-launch env", 1)[1].split("\n## ", 1)[0]
+    section = docs_page("users/env.md")
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.M))
     assert documented == set(facts), set(facts) ^ documented

@@ -7,11 +7,13 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from pathlib import Path
 
 import pai_launch
 from pai_launch.core import exitcodes
 from pai_launch.wire.errors import LaunchError
+from tests.helpers import docs_page
 
 PACKAGE = Path(pai_launch.__file__).resolve().parent
 
@@ -54,7 +56,7 @@ def test_every_error_is_a_launch_error_with_a_documented_code_or_listed_with_why
     documented = {code for code, _ in exitcodes.TABLE}
     for name, cls in classes.items():
         if issubclass(cls, LaunchError):
-            assert cls.exit_code in documented, f"{name}: exit code {cls.exit_code} is not in the README's table"
+            assert cls.exit_code in documented, f"{name}: exit code {cls.exit_code} is not in the table of exit codes"
 
 
 def test_the_codes_each_error_carries():
@@ -80,3 +82,8 @@ def test_the_command_lines_boundaries_catch_launch_error_itself_never_a_list_of_
     # envfacts does not end on one: `pai-launch env` reports the error a launch here would end on.
     assert {file for file, names in caught.items() if "LaunchError" in names} == {"launch.py", "startup.py", "envfacts.py"}
     assert not {file: names & kinds for file, names in caught.items() if names & kinds}
+
+
+def test_the_exit_codes_page_has_a_row_for_every_code():
+    rows = set(re.findall(r"^\| ([0-9]+|128\+N|other) \|", docs_page("users/exit-codes.md"), flags=re.M))
+    assert rows == {str(code) for code, _ in exitcodes.TABLE}, rows ^ {str(code) for code, _ in exitcodes.TABLE}

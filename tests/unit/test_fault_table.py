@@ -1,4 +1,4 @@
-"""The README's fault table is what `python -m scripts.chaos --markdown` prints, and every test it names exists."""
+"""The fault table of the manual's Faults tested page is what `python -m scripts.chaos --markdown` prints, and every test it names exists."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import pytest
 from scripts.chaos import markdown_table
 from tests.chaos.chaos_scenarios import SCENARIOS
 from tests.chaos.elsewhere import ELSEWHERE
-from tests.helpers import REPO
+from tests.helpers import REPO, docs_page
 
 pytestmark = pytest.mark.timeout(30)
 
 BLOCK = re.compile(r"<!-- python -m scripts\.chaos --markdown -->\n(.*?)<!-- end -->", re.S)
 
 
-def test_the_readme_holds_the_fault_table_as_printed():
-    found = BLOCK.search((REPO / "README.md").read_text())
-    assert found, "README.md has no fault table block"
+def test_the_faults_tested_page_holds_the_fault_table_as_printed():
+    found = BLOCK.search(docs_page("users/faults-tested.md"))
+    assert found, "docs/users/faults-tested.md has no fault table block"
     assert found.group(1).strip() == markdown_table(), "regenerate it: python -m scripts.chaos --markdown"
 
 

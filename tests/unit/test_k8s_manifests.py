@@ -57,9 +57,9 @@ from tests.k8s import (
 pytestmark = pytest.mark.timeout(60)
 
 #: How much longer than --grace Kubernetes must wait before SIGKILL: node 0 keeps its store up to 10 s after the
-#: workers stopped, and pai-launch sweeps what is left in 2 s (README: Multi-node, Running as a service).
+#: workers stopped, and pai-launch sweeps what is left in 2 s (docs: operators/multi-node.md, operators/service.md).
 GRACE_MARGIN_S = 15
-#: pai-launch's exit codes that no new start can fix (README: Exit codes), the only ones that may end a Job at once.
+#: pai-launch's exit codes that no new start can fix (docs: users/exit-codes.md), the only ones that may end a Job at once.
 PERMANENT_EXITS = set(exitcodes.RESTART_CANNOT_HELP)
 #: kubeflow.org/v1's PyTorchJob fields, from the training operator's API types (release 1.9).
 PYTORCHJOB_SPEC_FIELDS = {"runPolicy", "elasticPolicy", "pytorchReplicaSpecs", "nprocPerNode"}

@@ -2,7 +2,7 @@
 
 Every import in every module is read with ast (the ones inside functions too: a lazy import still runs in that
 process); imports under `if TYPE_CHECKING:` are for annotations only and are not counted. The rules are those each
-subpackage's `__init__` docstring states, and the README's "How it is built" table shows.
+subpackage's `__init__` docstring states, and the "How it is built" table of the manual (docs/contributors/architecture.md) shows.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ STRATEGIES = {"FAILOVER", "EAGER_NEXT_REGION"}
 #: A bucket's file mount (get_storage_schema) and its modes (sky.data.storage.StorageMode).
 STORAGE_FIELDS = {"name", "source", "store", "persistent", "mode", "config"}
 STORAGE_MODES = {"MOUNT", "COPY", "MOUNT_CACHED"}
-#: pai-launch's save folder when --save-name is not given (README: Usage).
+#: pai-launch's save folder when --save-name is not given (docs: users/usage.md).
 DEFAULT_SAVE_NAME = "PAI"
 
 

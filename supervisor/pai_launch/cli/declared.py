@@ -191,7 +191,7 @@ Restructure = Annotated[str, _option(
     "--restructure", env="RESTRUCTURE",
     help="What the workers do when PerforatedAI adds dendrites: restart (exit; the next generation resumes from "
          "the switch file) or in-process (the script's training.after_restructure rebuilds DDP around the new model "
-         "and trains on in the same processes; see the README).")]
+         "and trains on in the same processes; see docs/users/training-module.md).")]
 
 NoDoctor = Annotated[bool, _option(
     "--no-doctor", env="NO_DOCTOR", help="Skip checking the script with pai-launch doctor before the run.")]

@@ -53,7 +53,7 @@ class Readers:
 
 
 def gather(python: str, timeout: float, readers: Readers = Readers()) -> dict:
-    """Every fact, as the stable dict `--json` prints (README: "Bug reports: pai-launch env")."""
+    """Every fact, as the stable dict `--json` prints (docs/users/env.md: "Bug reports: pai-launch env")."""
     here = readers.where()
     probed = readers.probe(python, timeout)
     facts = probed.pop("facts") or {}

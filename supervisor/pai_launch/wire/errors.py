@@ -4,7 +4,7 @@ Every problem that ends pai-launch on purpose (a bad option, a save folder it ca
 on this node) is a LaunchError: its message is the one line the user reads, naming the problem and the fix, and its
 class says the exit code. Each boundary (the command line, the start of a run) catches LaunchError once and exits
 with `exit_code`; anything else that escapes is a bug, exit 70. Stdlib only, so every process's code can raise
-one; core.exitcodes re-exports the codes with their descriptions for the README and --help.
+one; core.exitcodes re-exports the codes with their descriptions for the manual and --help.
 """
 
 from __future__ import annotations
