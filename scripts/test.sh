@@ -7,6 +7,9 @@
 # PAI_LAUNCH_DEPS=latest ./scripts/test.sh runs it against the newest release of every dependency
 # instead of the pins in scripts/constraints.txt, in ./.venv-latest (see env.sh).
 # PAI_LAUNCH_ALL_TIERS=1 (what CI sets) makes a skipped test a failure: every tier must run.
+# The tests run in PAI_LAUNCH_TEST_WORKERS pytest-xdist workers (2 by default; most tests wait on processes, not on
+# a core); tests sharing one thing on the machine (the Slurm cluster, the image, the torch environments) stay in one
+# worker (tests/conftest.py's SHARED_GROUPS). PAI_LAUNCH_TEST_WORKERS=0 runs them in this process (for --pdb).
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
 source "$here/env.sh"
@@ -14,4 +17,5 @@ source "$here/system_tools.sh"
 pai_system_tools
 pai_env_setup
 cd "$PAI_ROOT"
-exec "$PAI_VENV/bin/python" -m pytest -p no:cacheprovider -q -ra tests "$@"
+exec "$PAI_VENV/bin/python" -m pytest -p no:cacheprovider -q -ra -n "${PAI_LAUNCH_TEST_WORKERS:-2}" --dist loadgroup \
+    tests "$@"

@@ -65,14 +65,31 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.addaudithook(_record_spawns)
 
 
+#: Tests that share one thing on the machine (a cluster, an image, an environment, fixed namespace names, the local
+#: users) run in one worker when pytest-xdist spreads the suite over workers (`--dist loadgroup`): their folder's or
+#: file's group.
+SHARED_GROUPS = {
+    "slurm": "slurm-cluster", "container": "container-image", "compat": "torch-environments",
+    "real/test_multinode_real.py": "two-host-namespaces", "proc/test_launch_local_users.py": "local-users",
+}
+
+
+def shared_group(parts: tuple[str, ...]) -> str | None:
+    """The xdist group of a test file (its path's parts under tests/): its own, else its folder's."""
+    return SHARED_GROUPS.get("/".join(parts)) or SHARED_GROUPS.get(parts[0])
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         try:
-            folder = Path(str(item.fspath)).resolve().relative_to(TESTS).parts[0]
+            parts = Path(str(item.fspath)).resolve().relative_to(TESTS).parts
         except ValueError:
             continue
-        for mark in FOLDER_MARKS.get(folder, ()):
+        for mark in FOLDER_MARKS.get(parts[0], ()):
             item.add_marker(mark)
+        group = shared_group(parts)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
