@@ -2,12 +2,11 @@
 PerforatedAI wrote after rejecting dendrites is logged and shown as rejected, not as dendrites added."""
 
 from pai_launch.core.reports import dendrite_verdict
-from pai_launch.savefmt.pai_files import dendrites, kept_sizes
+from pai_launch.savefmt.pai_files import dendrites, folder_facts, kept_sizes
 from pai_launch.status.events import history
 from pai_launch.status.gather import gather
 from pai_launch.status.model import COMPLETE, REJECTED, RESTRUCTURED
 from pai_launch.supervise.metrics import RunMetrics
-from pai_launch.supervise.runviews import folder_facts
 
 PARAMS = "Switch Number,Param Count\n"
 

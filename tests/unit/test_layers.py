@@ -168,3 +168,46 @@ def test_a_forbidden_import_inside_a_function_is_seen(tmp_path, monkeypatch):
     found = violations()
     assert any("core may not import pai_launch.supervise" in v for v in found), found
     assert any("may not import time" in v for v in found), found
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def _modules_imported(dotted: str, modules: set[str]) -> str | None:
+    """The package's module a dotted import name reaches (`pai_launch.supervise.logspace`, or the module a
+    `from pai_launch.savefmt.pai_files import folder_facts` name lives in), None outside the package."""
+    while dotted and dotted not in modules:
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def import_cycles() -> list[list[str]]:
+    """The package's import cycles between modules, lazy imports counted (a cycle that only a function-level import
+    hides still ties the two modules together)."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {name: {target for _, dotted in imports_of(path)
+                    if (target := _modules_imported(dotted, set(paths))) not in (None, name)
+                    and not paths[target].name == "__init__.py"}
+             for name, path in paths.items()}
+    cycles, done = [], set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycles.append(trail[trail.index(name):] + [name])
+            return
+        if name in done:
+            return
+        for target in sorted(graph[name]):
+            visit(target, trail + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    return cycles
+
+
+def test_no_module_imports_itself_back_through_others():
+    assert import_cycles() == []

@@ -265,3 +265,14 @@ def dendrites_and_best(save: Path) -> tuple[int | None, float | None]:
     best = scores(read["Scores.csv"], "", maximizing=config.get("maximizing_score"), config_name="",
                   arch_text=read["_best_arch_scores.csv"], first_switch=epochs[0] if epochs else None)
     return found.count, best.best
+
+
+def folder_facts(save: Path) -> tuple[int, float | None]:
+    """(dendrites added, best validation score so far or None), never raising: the one count the supervisor's log,
+    metrics, live line and systemd's STATUS= show, read while PerforatedAI may be writing (a half-written CSV must not
+    break the line)."""
+    try:
+        count, best = dendrites_and_best(save)
+    except Exception:  # noqa: BLE001 - see above
+        count, best = None, None
+    return (0 if count is None else count), best

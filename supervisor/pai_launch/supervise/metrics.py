@@ -20,6 +20,7 @@ from typing import Any
 from pai_launch import __version__
 from pai_launch.core import health
 from pai_launch.savefmt import savedir
+from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise import httpserve
 from pai_launch.wire import log_events
 
@@ -171,8 +172,6 @@ class RunMetrics:
         self._health(consecutive_failures=count)
 
     def _refresh_folder(self) -> None:
-        from pai_launch.supervise.runviews import folder_facts
-
         folder = self._save_dir()
         dendrites, best = folder_facts(folder)
         self.dendrites.set(dendrites)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pai_launch.core.spec import LaunchSpec
+from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise import liveline, logs
 from pai_launch.wire import log_events
 
@@ -18,18 +19,6 @@ def live_line_wanted(spec: LaunchSpec, err: TextIO | None = None) -> bool:
     """On a terminal with console logs only: services, Slurm, containers and JSON logs get plain lines."""
     err = err or sys.stderr
     return not logs.wants_json(spec.log_format, err) and err.isatty()
-
-
-def folder_facts(save_dir: Path) -> tuple[int, float | None]:
-    """(dendrites added, best validation score so far or None) from the save folder's files, as `pai-launch status`
-    reads them (savefmt.pai_files.dendrites: the one count the log, the metrics, the live line and systemd's STATUS= show)."""
-    from pai_launch.savefmt.pai_files import dendrites_and_best
-
-    try:
-        count, best = dendrites_and_best(save_dir)
-    except Exception:  # noqa: BLE001 - a half-written CSV must not break the line
-        count, best = None, None
-    return (0 if count is None else count), best
 
 
 def loopback(host: str) -> bool:
