@@ -3,7 +3,6 @@
 other weights and wraps without DDP (whose constructor would broadcast rank 0's), so the value check has to see it;
 "same" gives both the same model. Rank 0 prints "rewrapped" and the wrapper's type when the call returns."""
 
-import os
 import sys
 
 import torch

@@ -14,6 +14,7 @@ from pai_launch.core.spec import LaunchSpec
 from pai_launch.savefmt import adoptions
 from pai_launch.savefmt.record import StateError
 from pai_launch.status import gather
+from pai_launch.supervise.savefolder import resolve_adoption
 from tests.helpers import FAKE_TRAINER
 
 
@@ -22,17 +23,17 @@ def _spec(workdir: Path, *args: str, **changes) -> LaunchSpec:
 
 
 def _remember(spec: LaunchSpec, folder: str, run_id: str = "run-1") -> None:
-    adoptions.remember(spec.workdir, adoptions.Adoption.of(spec, folder, run_id))
+    adoptions.remember(spec.workdir, spec.adoption(folder, run_id))
 
 
 def test_a_remembered_adoption_is_found_for_the_same_command_only(tmp_path):
     spec = _spec(tmp_path, "--save-dir", "out/a")
     _remember(spec, "out/a")
 
-    assert adoptions.find(tmp_path, spec).save_name == "out/a"
-    assert adoptions.find(tmp_path, _spec(tmp_path, "--save-dir", "out/b")) is None
-    assert adoptions.find(tmp_path, dataclasses.replace(spec, save_name="OTHER")) is None
-    assert adoptions.find(tmp_path / "elsewhere", spec) is None
+    assert adoptions.find(tmp_path, spec.adoption(spec.save_name)).save_name == "out/a"
+    assert adoptions.find(tmp_path, _spec(tmp_path, "--save-dir", "out/b").adoption("PAI")) is None
+    assert adoptions.find(tmp_path, dataclasses.replace(spec, save_name="OTHER").adoption("OTHER")) is None
+    assert adoptions.find(tmp_path / "elsewhere", spec.adoption(spec.save_name)) is None
 
 
 def test_remembering_again_replaces_the_commands_entry_and_keeps_the_others(tmp_path):
@@ -55,7 +56,7 @@ def test_a_torn_or_foreign_record_is_refused_naming_it_and_is_kept(tmp_path, tex
     path.write_text(text)
 
     with pytest.raises(adoptions.AdoptionRecordError) as raised:
-        adoptions.find(tmp_path, _spec(tmp_path))
+        adoptions.find(tmp_path, _spec(tmp_path).adoption("PAI"))
     assert str(path) in str(raised.value) and "--save-name" in str(raised.value)
     assert isinstance(raised.value, StateError)  # exit 2 at the launch boundary, nothing started
     assert path.read_text() == text  # never deleted or rewritten
@@ -66,17 +67,17 @@ def test_resolve_uses_the_adopted_folder_unless_save_name_was_given(tmp_path):
     _remember(spec, "out/a")
     (tmp_path / "out" / "a").mkdir(parents=True)
 
-    resolved, adopted = adoptions.resolve(spec)
+    resolved, adopted = resolve_adoption(spec)
     assert (resolved.save_name, resolved.save_dir, adopted.save_name) == ("out/a", tmp_path / "out" / "a", "out/a")
     given = dataclasses.replace(spec, adopt_save_folder=False)
-    assert adoptions.resolve(given) == (given, None)
+    assert resolve_adoption(given) == (given, None)
 
 
 def test_a_folder_adopted_again_by_a_resumed_command_replaces_its_entry(tmp_path):
     spec = _spec(tmp_path, "--save-dir", "out/a")
     _remember(spec, "out/a")
     (tmp_path / "out" / "a").mkdir(parents=True)
-    resolved, _ = adoptions.resolve(spec)
+    resolved, _ = resolve_adoption(spec)
     _remember(resolved, "out/b")  # a --reinit whose script now writes elsewhere
 
     assert [(a.instead_of, a.save_name) for a in adoptions.load(tmp_path)] == [("PAI", "out/b")]
@@ -87,8 +88,8 @@ def test_resolve_refuses_an_adopted_folder_that_is_gone_unless_fresh(tmp_path):
     _remember(spec, "out/a")
 
     with pytest.raises(StateError, match=r"adopted the folder out/a for this command .* not there: restore it .* --fresh"):
-        adoptions.resolve(spec)
-    resolved, _ = adoptions.resolve(dataclasses.replace(spec, fresh=True))
+        resolve_adoption(spec)
+    resolved, _ = resolve_adoption(dataclasses.replace(spec, fresh=True))
     assert resolved.save_name == "out/a"
 
 

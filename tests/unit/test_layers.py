@@ -211,3 +211,9 @@ def import_cycles() -> list[list[str]]:
 
 def test_no_module_imports_itself_back_through_others():
     assert import_cycles() == []
+
+
+def test_the_save_format_takes_plain_values_not_even_annotating_with_the_command_lines_spec():
+    """savefmt is read by training scripts and tools alike: a type from core there would tie its functions to the shape
+    of the command line (a TYPE_CHECKING import is still that tie, though no import runs)."""
+    assert [path.name for path in (PACKAGE / "savefmt").glob("*.py") if "pai_launch.core" in path.read_text()] == []

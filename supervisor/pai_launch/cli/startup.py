@@ -28,12 +28,12 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
     """`notes`: warnings the run starts with besides the script check's (how torchrun's options were read)."""
     from pai_launch.supervise.coordination import open_job
     from pai_launch.supervise.runner import Runner
-    from pai_launch.supervise.savefolder import move_aside
+    from pai_launch.supervise.savefolder import move_aside, resolve_adoption
     from pai_launch.supervise.session import SaveSession
 
     log = logs.make_logger(spec.log_format)
     try:
-        spec, adopted = adoptions.resolve(spec)
+        spec, adopted = resolve_adoption(spec)
         if adopted is not None:
             log.info(log_events.ADOPTED_FOLDER_USED, save_folder=adopted.save_name, instead_of=adopted.instead_of,
                      recorded_in=str(adoptions.record_path(spec.workdir)))

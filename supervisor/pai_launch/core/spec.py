@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pai_launch.core.nodes import Nodes
 from pai_launch.core.state import Policy
+from pai_launch.savefmt.adoptions import Adoption
 from pai_launch.wire.errors import LaunchError
 
 RESERVED_SCRIPT_FLAGS = ("--perforate_model_parallel", "--pai_load_folder")
@@ -123,6 +124,11 @@ class LaunchSpec:
     @property
     def save_dir(self) -> Path:
         return self.workdir / self.save_name
+
+    def adoption(self, save_name: str, run_id: str = "") -> Adoption:
+        """This command's adoption of `save_name`, in the plain values the save format's record keeps."""
+        return Adoption.command(self.workdir / self.script, self.script_args, self.adopted_from or self.save_name,
+                                save_name, run_id)
 
 
 def default_fs_settle(nodes: Nodes, poll: bool) -> float:

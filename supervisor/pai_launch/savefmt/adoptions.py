@@ -10,19 +10,14 @@ therefore never made. Written atomically; a record that cannot be read is refuse
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pai_launch.savefmt import safeopen
 from pai_launch.savefmt.atomic import write_atomically
 from pai_launch.savefmt.record import StateError, plain_save_name
-
-if TYPE_CHECKING:  # annotations only: the save format does not depend on the command line
-    from pai_launch.core.spec import LaunchSpec
 
 RECORD_NAME = ".pai-launch-adopted.json"
 FORMAT = 1
@@ -42,28 +37,28 @@ class Adoption:
     updated: str = ""
 
     @classmethod
-    def of(cls, spec: LaunchSpec, save_name: str, run_id: str) -> Adoption:
-        return cls(str((spec.workdir / spec.script).resolve()), tuple(spec.script_args), spec.adopted_from or spec.save_name,
-                   save_name, run_id)
+    def command(cls, script: Path, script_args: tuple[str, ...], instead_of: str, save_name: str,
+                run_id: str = "") -> Adoption:
+        """The adoption of `save_name` by the command that runs `script` (resolved here) with `script_args` and
+        would have saved in `instead_of`."""
+        return cls(str(script.resolve()), tuple(script_args), instead_of, save_name, run_id)
 
     def same_command(self, other: Adoption) -> bool:
         return (self.script, self.script_args, self.instead_of) == (other.script, other.script_args, other.instead_of)
 
 
-def resolve(spec: LaunchSpec) -> tuple[LaunchSpec, Adoption | None]:
-    """The spec with the folder adopted for this command as its save folder, and that adoption (None: the spec as it
-    is). Only without --save-name. StateError: the record is unreadable, or names a folder that is gone (restoring it
-    resumes; --fresh starts over there), since starting over unasked would train again from nothing."""
-    if not spec.adopt_save_folder:
-        return spec, None
-    found = find(spec.workdir, spec)
+def adopted_folder(workdir: Path, wanted: Adoption, fresh: bool) -> Adoption | None:
+    """The adoption recorded for `wanted`'s command in `workdir` (None: none). StateError: the record is unreadable,
+    or names a folder that is gone and `fresh` is not given (restoring it resumes; --fresh starts over there), since
+    starting over unasked would train again from nothing."""
+    found = find(workdir, wanted)
     if found is None:
-        return spec, None
-    if not (spec.workdir / found.save_name).is_dir() and not spec.fresh:
+        return None
+    if not (workdir / found.save_name).is_dir() and not fresh:
         raise StateError(f"pai-launch adopted the folder {found.save_name} for this command (recorded in "
-                         f"{record_path(spec.workdir)}), but it is not there: restore it to resume, or add --fresh to "
+                         f"{record_path(workdir)}), but it is not there: restore it to resume, or add --fresh to "
                          "start over")
-    return dataclasses.replace(spec, save_name=found.save_name, adopted_from=spec.save_name), found
+    return found
 
 
 def record_path(workdir: Path) -> Path:
@@ -91,9 +86,8 @@ def load(workdir: Path) -> list[Adoption]:
             "repair it, or move it aside and pass --save-name with the folder your script writes") from exc
 
 
-def find(workdir: Path, spec: LaunchSpec) -> Adoption | None:
-    """The folder adopted for this command, if one was."""
-    wanted = Adoption.of(spec, spec.save_name, "")
+def find(workdir: Path, wanted: Adoption) -> Adoption | None:
+    """The folder adopted for `wanted`'s command, if one was."""
     return next((a for a in reversed(load(workdir)) if a.same_command(wanted)), None)
 
 

@@ -4,12 +4,14 @@ line say and do about a folder, apart from the session's life in it.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import time
 from pathlib import Path
 
-from pai_launch.savefmt import safeopen
+from pai_launch.core.spec import LaunchSpec
+from pai_launch.savefmt import adoptions, safeopen
 from pai_launch.savefmt.locks import SaveFolderLock
 from pai_launch.wire.errors import SAVE_FOLDER, LaunchError
 
@@ -74,3 +76,14 @@ def move_aside(folder: Path) -> Path:
     finally:
         guard.release()
     return target
+
+
+def resolve_adoption(spec: LaunchSpec) -> tuple[LaunchSpec, adoptions.Adoption | None]:
+    """The spec with the folder adopted for this command as its save folder, and that adoption (None: the spec as it
+    is). Only without --save-name; StateError as adoptions.adopted_folder says."""
+    if not spec.adopt_save_folder:
+        return spec, None
+    found = adoptions.adopted_folder(spec.workdir, spec.adoption(spec.save_name), spec.fresh)
+    if found is None:
+        return spec, None
+    return dataclasses.replace(spec, save_name=found.save_name, adopted_from=spec.save_name), found

@@ -222,7 +222,7 @@ class SaveSession:
         """Record the adopted folder beside the default one, so the same command finds it again; the problem when the
         record cannot be written (the run goes on)."""
         try:
-            adoptions.remember(self.spec.workdir, adoptions.Adoption.of(self.spec, self.save_name, self.run_id))
+            adoptions.remember(self.spec.workdir, self.spec.adoption(self.save_name, self.run_id))
         except (OSError, StateError) as exc:
             return str(getattr(exc, "strerror", None) or exc)
         return None
