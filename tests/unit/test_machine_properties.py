@@ -42,6 +42,7 @@ from pai_launch.core.events import (
     GenerationRefused,
     InitExited,
     JobStoreLost,
+    ProgressRechecked,
     SaveActivity,
     SaveFolderAdopted,
     SaveFolderLost,
@@ -242,7 +243,7 @@ class StopHistories(RuleBasedStateMachine):
     @rule(complete=st.booleans(), progress=progressed)
     def progress_rechecked(self, complete, progress):
         self.rechecks -= 1
-        self.feed(GenerationEnded(complete=complete, progressed=progress, now=self.now, recheck=True))
+        self.feed(ProgressRechecked(complete=complete, progressed=progress, now=self.now))
 
     @rule(what=st.sampled_from(["start-up file", "training write", "waiting", "launched"]))
     def workers_report(self, what):

@@ -6,7 +6,7 @@ import signal
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import AnnounceStop, Finish, RecheckProgress, SignalRun, StartGeneration
-from pai_launch.core.events import GenerationEnded, GenerationJoined, Tick
+from pai_launch.core.events import GenerationEnded, GenerationJoined, ProgressRechecked, Tick
 from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.observations import SignalReceived
@@ -66,23 +66,23 @@ def test_no_progress_waits_for_the_shared_folder_then_gives_exit_5():
     assert state.phase is Phase.SETTLING and actions[-1] == RecheckProgress()
     state, actions = step(SETTLE, state, Tick(11.0))
     assert actions == [RecheckProgress()]
-    state, actions = step(SETTLE, state, GenerationEnded(now=39.0, recheck=True))
+    state, actions = step(SETTLE, state, ProgressRechecked(now=39.0))
     assert state.phase is Phase.SETTLING and actions == []
-    state, actions = step(SETTLE, state, GenerationEnded(now=40.0, recheck=True))
+    state, actions = step(SETTLE, state, ProgressRechecked(now=40.0))
     assert state.exit_code == exitcodes.NO_PROGRESS and isinstance(actions[-1], Finish)
     assert "watched 30 s more" in state.reason
 
 
 def test_a_switch_file_that_shows_up_while_settling_starts_the_next_generation():
     state, _ = replay([GenerationEnded(now=10.0)], needs_init=False, policy=SETTLE)
-    state, actions = step(SETTLE, state, GenerationEnded(progressed=("switch_2.pt",), now=12.0, recheck=True))
+    state, actions = step(SETTLE, state, ProgressRechecked(progressed=("switch_2.pt",), now=12.0))
 
     assert actions == [StartGeneration(2)] and state.phase is Phase.TRAINING and state.last_switch == "switch_2.pt"
 
 
 def test_the_marker_that_shows_up_while_settling_completes_the_run():
     state, _ = replay([GenerationEnded(now=10.0)], needs_init=False, policy=SETTLE)
-    state, actions = step(SETTLE, state, GenerationEnded(complete=True, now=12.0, recheck=True))
+    state, actions = step(SETTLE, state, ProgressRechecked(complete=True, now=12.0))
 
     assert actions[-1] == Finish(0, "training complete")
 
@@ -97,7 +97,7 @@ def test_a_stop_signal_while_settling_ends_the_run_at_once():
 
 def test_a_recheck_that_arrives_after_settling_ended_is_ignored():
     state, _ = replay([GenerationEnded(progressed=("switch_2.pt",), now=1.0)], needs_init=False, policy=SETTLE)
-    after, actions = step(SETTLE, state, GenerationEnded(now=2.0, recheck=True))
+    after, actions = step(SETTLE, state, ProgressRechecked(now=2.0))
 
     assert after == state and actions == []
 

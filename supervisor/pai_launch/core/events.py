@@ -57,6 +57,17 @@ class AgentLeft:
 
 
 @dataclass(frozen=True)
+class ProgressRechecked:
+    """A second look at the save folder while a shared file system settles (RecheckProgress's answer: no process
+    ended, the generation's workers all exited 0 without progress showing)."""
+
+    complete: bool = False
+    #: switch_*.pt files that showed up since the generation started.
+    progressed: tuple[str, ...] = ()
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
 class GenerationEnded:
     #: Failed ranks, root cause first (or one LAUNCHER failure); empty when every worker exited 0.
     failures: tuple[Failure, ...] = ()
@@ -68,8 +79,6 @@ class GenerationEnded:
     stopped: tuple[int, str] | None = None
     #: Multi-node: a problem that retrying cannot fix (the save folder is not shared).
     fatal: str | None = None
-    #: A second look at the save folder while a shared file system settles (no process ended).
-    recheck: bool = False
     #: The switch file the generation was started from (--pai_load_folder's newest), if any: node 0 knows it.
     loaded_from: str | None = None
     #: Dendrites in the model once the generation ended, as status counts them; None: not read (no progress).
@@ -163,5 +172,6 @@ class Resumed:
 
 
 Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | AgentLeft | GenerationEnded | GenerationJoined
-         | GenerationRefused | JobStopSeen | JobStoreLost | MarkerAppeared | Resumed | SaveActivity | SaveFolderLost
+         | GenerationRefused | JobStopSeen | JobStoreLost | MarkerAppeared | ProgressRechecked | Resumed | SaveActivity
+         | SaveFolderLost
          | SignalReceived | Tick | WorkersLaunched | WorkersWaiting)

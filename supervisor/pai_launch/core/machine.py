@@ -29,6 +29,7 @@ from pai_launch.core.events import (
     InitExited,
     JobStopSeen,
     JobStoreLost,
+    ProgressRechecked,
     Resumed,
     SaveActivity,
     SaveFolderAdopted,
@@ -132,4 +133,5 @@ _HANDLERS = {
     GenerationJoined: _on_joined,
     GenerationRefused: outcomes.on_generation_refused,
     GenerationEnded: outcomes.on_generation_ended,
+    ProgressRechecked: outcomes.on_progress_rechecked,
 }

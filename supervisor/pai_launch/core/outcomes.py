@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from pai_launch.core import exitcodes, repeats
 from pai_launch.core.actions import Action, KillRun, RecheckProgress, ReportRunaway, ScheduleRetry
-from pai_launch.core.events import GenerationEnded, GenerationRefused
+from pai_launch.core.events import GenerationEnded, GenerationRefused, ProgressRechecked
 from pai_launch.core.failure import Failure
 from pai_launch.core.state import (
     STALL_SIGNAL,
@@ -138,7 +138,22 @@ def _complete(state: State, event: GenerationEnded) -> bool:
     return event.complete or state.marker_seen
 
 
+def on_progress_rechecked(policy: Policy, state: State, event: ProgressRechecked) -> tuple[State, list[Action]]:
+    """The second look while a shared file system settles: the generation is judged again once progress or the
+    marker shows, or once the settle deadline passed (then without another look)."""
+    if state.phase is not Phase.SETTLING:
+        return state, []
+    if not (event.progressed or event.complete) and event.now < (state.current.settle_deadline or 0.0):
+        return state, []
+    ended = GenerationEnded(complete=event.complete, progressed=event.progressed, now=event.now)
+    return _judge_ended(policy, replace(state, phase=Phase.TRAINING), ended, second_look=True)
+
+
 def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) -> tuple[State, list[Action]]:
+    return _judge_ended(policy, state, event, second_look=False)
+
+
+def _judge_ended(policy: Policy, state: State, event: GenerationEnded, second_look: bool) -> tuple[State, list[Action]]:
     if event.fatal is not None and state.phase in (Phase.TRAINING, Phase.STOPPING):
         return finish(state, exitcodes.SAVE_FOLDER, event.fatal)
     if event.stopped is not None and (state.phase is Phase.TRAINING or stopping_to_retry(state)):
@@ -146,12 +161,6 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
         # Another node got --requeue-on's signal first: the job is still to be requeued (by node 0).
         state = replace(state, requeue=state.requeue or signum == policy.requeue_on, stopped_by=state.stopped_by or why)
         return finish(state, exitcodes.for_signal(signum), f"the job was stopped: {why}")
-    if event.recheck:  # a second look while a shared file system settles
-        if state.phase is not Phase.SETTLING:
-            return state, []
-        if not (event.progressed or event.complete) and event.now < (state.current.settle_deadline or 0.0):
-            return state, []
-        state = replace(state, phase=Phase.TRAINING)
     if stopping_to_retry(state) and _complete(state, event):
         return finish(state, exitcodes.COMPLETE, "training complete; workers still running after it were stopped")
     if state.phase is Phase.STOPPING:
@@ -173,7 +182,7 @@ def on_generation_ended(policy: Policy, state: State, event: GenerationEnded) ->
     if failure is not None:
         return _on_failure(policy, state, failure, event, trained(state, event))
     code, reason = judge_generation(policy, event)
-    if code == exitcodes.NO_PROGRESS and not event.recheck and policy.fs_settle > 0:
+    if code == exitcodes.NO_PROGRESS and not second_look and policy.fs_settle > 0:
         # Every worker exited 0 and no progress shows: a switch file written on another node may show up late.
         settling = state.with_current(settle_deadline=event.now + policy.fs_settle)
         return replace(settling, phase=Phase.SETTLING), [RecheckProgress()]

@@ -11,8 +11,8 @@ import time
 
 from pai_launch.core.events import (
     AdoptionRefused,
-    GenerationEnded,
     GenerationRefused,
+    ProgressRechecked,
     SaveFolderAdopted,
     SaveFolderLost,
 )
@@ -163,8 +163,8 @@ class ActionExecutors:
             **({} if told else {"hint": "no agent to reach node 0's store: the other nodes notice this node is gone"}))
 
     def execute_RecheckProgress(self, action) -> None:
-        self.inbox.put(GenerationEnded(complete=self.session.complete(), progressed=self.session.progress(),
-                                       now=time.monotonic(), recheck=True))
+        self.inbox.put(ProgressRechecked(complete=self.session.complete(), progressed=self.session.progress(),
+                                         now=time.monotonic()))
 
     def execute_ReportAgentHung(self, action) -> None:
         kill_in = self.state.current.stop.deadline - time.monotonic()

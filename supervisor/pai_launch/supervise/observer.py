@@ -20,6 +20,7 @@ from pai_launch.core.events import (
     InitExited,
     JobStopSeen,
     JobStoreLost,
+    ProgressRechecked,
     SaveActivity,
     SaveFolderLost,
     WorkersLaunched,
@@ -97,8 +98,8 @@ class Observer:
             return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
         elif isinstance(raw, RestructureRecorded):
             return self.restructured_in_process(raw, state)
-        elif isinstance(raw, GenerationEnded) and raw.recheck and raw.progressed and state.phase is machine.Phase.SETTLING:
-            self.judge_dendrites(raw, state)  # another node's switch file showed up late
+        elif isinstance(raw, ProgressRechecked) and raw.progressed and state.phase is machine.Phase.SETTLING:
+            self.judge_dendrites(None, raw.progressed, state)  # another node's switch file showed up late
         elif isinstance(raw, ProcessExited):
             return self.plain_exited(raw, state)
         elif isinstance(raw, AgentReported):
@@ -252,11 +253,12 @@ class Observer:
         self.notifier.status(f"generation {state.generation}: restructured in process, {now_in_model} dendrites in all")
         return SaveActivity(raw.now, training=True)
 
-    def judge_dendrites(self, event: GenerationEnded, state: machine.State) -> None:
+    def judge_dendrites(self, dendrites: int | None, progressed: tuple[str, ...], state: machine.State) -> None:
         """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as
-        `pai-launch status` makes it, which systemd's STATUS= then shows too."""
-        after = event.dendrites if event.dendrites is not None else folder_facts(self.session.save_dir)[0]
-        name, fields = dendrite_verdict(state.generation, self.dendrites, after, event.progressed)
+        `pai-launch status` makes it, which systemd's STATUS= then shows too (`dendrites`: the count the event
+        brought, else read from the folder)."""
+        after = dendrites if dendrites is not None else folder_facts(self.session.save_dir)[0]
+        name, fields = dendrite_verdict(state.generation, self.dendrites, after, progressed)
         self.dendrites = after
         self.log.info(name, **fields)
         verdict = "dendrites added" if name == log_events.DENDRITES_ADDED else "dendrites rejected"
@@ -278,7 +280,7 @@ class Observer:
 
     def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
         if event.progressed:
-            self.judge_dendrites(event, state)
+            self.judge_dendrites(event.dendrites, event.progressed, state)
             self.note_restart_in_process_mode(event, state)
         name, fields = generation_end(event, state, duration)
         if name == log_events.GENERATION_STOPPED:  # asked for: no failure, no log tail; a rank's own crash is a warning
