@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pai_launch.agent import launchconfig, multinode, teardown, torchcompat, workerenv
+from pai_launch.agent import exitbarrier, launchconfig, multinode, teardown, torchcompat, workerenv
 from pai_launch.agent.control import Abandoned, AgentControl
 from pai_launch.agent.rankheads import RankHeads
 from pai_launch.agent.relay import LogRelay
@@ -143,6 +143,7 @@ def run_generation(request: GenerationRequest, out, control: AgentControl, pool=
     env = workerenv.changes(request, launch.generation, warm=pool is not None,
                             signals=torchcompat.signals_to_handle(launch.config))
     teardown.apply(launchconfig.grace_s(request))  # torch's own stops of the workers get the grace too
+    exitbarrier.apply()  # a node whose workers succeeded must not wait in torch for a peer whose workers failed
     with workerenv.applied(env):
         failures, error = _run_torch(launch.config, *_entrypoint(request, pool), watch, control, request.log_dir)
     watch.stop()
