@@ -47,6 +47,6 @@ def test_apply_leaves_the_store_alone_in_torchs_own_agent():
         exitbarrier.apply()
         print(before, barrier_calls())
     """)
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=50)
+    done = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True, timeout=50)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["add,wait", "none"]
