@@ -24,7 +24,10 @@ add_validation_score returning with the switch file written -> the next optimize
 the same process) and the whole run, with ratios to the bash loop. Targets on the realistic variant: in-process
 restructure gap <= 0.05x the bash loop's, whole run <= 0.5x.
 
-Usage: .venv/bin/python scripts/bench.py [--suite restart|in-process] [--rounds 1] [--nproc 2] [--json out.json]
+--suite multinode: two nodes on loopback, the failure-to-restart gap of pai-launch (warm and --cold) beside
+torchrun --nnodes 2 --max-restarts 3, as a ratio from one run (scripts/bench_multinode.py).
+
+Usage: .venv/bin/python scripts/bench.py [--suite restart|in-process|multinode] [--rounds 1] [--nproc 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -191,14 +194,20 @@ def mean(values: list[float]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=("restart", "in-process"), default="restart",
-                        help="restart: bash loop, --cold, warm; in-process: bash loop, warm, --restructure in-process")
+    parser.add_argument("--suite", choices=("restart", "in-process", "multinode"), default="restart",
+                        help="restart: bash loop, --cold, warm; in-process: bash loop, warm, --restructure in-process; "
+                             "multinode: two nodes' failure-to-restart gap beside torchrun's (scripts/bench_multinode.py)")
     parser.add_argument("--rounds", type=int, default=1, help="A B B A rounds (each is 2 runs of each tool)")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--prepare-seconds", type=float, default=3.0,
                         help="in-process suite: the realistic variant's data preparation per process (default: 3)")
     parser.add_argument("--json", type=Path, default=None, help="also write every sample here")
     options = parser.parse_args()
+    if options.suite == "multinode":
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from bench_multinode import multinode_suite
+
+        return multinode_suite(options)
     return in_process_suite(options) if options.suite == "in-process" else restart_suite(options)
 
 

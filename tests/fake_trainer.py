@@ -88,6 +88,8 @@ parser.add_argument("--garbage-switch", action="store_true",
                     help="rank 0 writes every switch file as plain text, not a checkpoint (a script that can never save)")
 parser.add_argument("--unloadable-switch", action="store_true",
                     help="rank 0 writes every switch file whole but marked unloadable: every rank resuming from it fails")
+parser.add_argument("--times", default=None,
+                    help="append 'start|fail GENERATION RANK TIME' lines here (time.time()) at start and before failing")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
@@ -125,6 +127,15 @@ def load_newest_switch(folder: str) -> None:
 
 rank = int(os.environ.get("RANK", "0"))
 generation = int(os.environ.get("PAI_LAUNCH_GENERATION", "0") or 0)
+
+
+def stamp(what: str) -> None:
+    if args.times:
+        with open(args.times, "a") as handle:
+            handle.write(f"{what} {generation} {rank} {time.time():.6f}\n")
+
+
+stamp("start")
 
 
 def log_signal(signum, frame):
@@ -282,6 +293,7 @@ if args.fail_rank == rank and (args.fail_every or generation in fail_generations
         os.kill(os.getpid(), args.fail_signal)
         time.sleep(10)
     print(f"rank {rank} failing on purpose with {args.fail_code}", file=sys.stderr, flush=True)
+    stamp("fail")
     sys.exit(args.fail_code)
 if args.no_progress:
     sys.exit(0)

@@ -66,6 +66,8 @@ def test_a_rank_failing_on_one_node_makes_every_node_retry_the_same_generation_t
     assert nodes[0].event("generation_failed")["node"] == nodes[1].event("generation_failed")["node"]
     rank1 = [r for r in _workers(scene) if r["env"]["RANK"] == "1"]
     assert len(rank1) == 4  # generations 1, 2 (failed), 3 (its retry), 4
+    for node in nodes:  # the node whose workers succeeded was not held in torch's launcher after the failure
+        assert node.events("agent_replaced") == [], summaries(nodes)
 
 
 def test_one_failure_budget_for_the_job_every_node_gives_up_together_with_exit_4(scene):

@@ -9,8 +9,9 @@ import signal
 import psutil
 import pytest
 
+from pai_launch.agent.generation import BLIND_WATCH_TEST_ENV
 from tests.helpers import assert_all_gone, wait_until
-from tests.proc.job import start_job, start_node, summaries, wait_all
+from tests.proc.job import free_port, start_job, start_node, summaries, wait_all
 from tests.proc.launch_files import read_state, wait_event
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
@@ -127,3 +128,21 @@ def test_with_nnodes_min_max_the_job_goes_on_with_fewer_nodes_when_one_is_lost(s
     assert nodes[0].wait(90) == 0, nodes[0].log_summary()
     retry = [r for r in scene.records() if not r["init"] and r["env"]["PAI_LAUNCH_GENERATION"] == "2"]
     assert len(retry) == 1 and retry[0]["env"]["WORLD_SIZE"] == "1", "generation 2 ran on the one node left"
+
+
+def test_a_node_whose_workers_its_watch_never_saw_reports_in_like_any_other_and_no_node_logs_a_failure(scene):
+    """A worker torch reaps before the watch looks (the fault hook makes every one so on node 1): torch's normal
+    return says it ran and exited 0, so node 1 reports in, node 0 does not wait for it, and the completed last
+    generation is logged as ended on both nodes, not as failed."""
+    port = free_port()
+    script = ["--generations", "2"]
+    nodes = [start_node(scene, 0, port, "--nproc", "1", script_args=script),
+             start_node(scene, 1, port, "--nproc", "1", script_args=script, env={BLIND_WATCH_TEST_ENV: "1"})]
+    codes = wait_all(nodes, 90)
+
+    assert codes == [0, 0], summaries(nodes)
+    for node in nodes:
+        assert node.events("generation_failed") == [], summaries(nodes)
+        assert [e["generation"] for e in node.events("generation_ended")] == [1, 2]
+        assert node.events("generation_ended")[-1]["complete"] is True
+        assert node.event("run_finished")["reason"] == "training complete"

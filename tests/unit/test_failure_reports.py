@@ -75,3 +75,16 @@ def test_status_shows_what_explains_an_init_failure():
     text = story.problems[0].text
     assert text.startswith("the init run ended with exit code 1; last log line: ValueError: Error initializing")
     assert "pai-launch doctor check init-process-group-unguarded" in text
+
+
+def test_a_complete_generation_is_logged_as_ended_whatever_followed_the_marker():
+    """Completion is terminal: a peer node that never reported in, or a rank's abort at exit, after the marker is
+    said in the ended event, never as a failure."""
+    state = replay([], needs_init=False)
+    late = GenerationEnded((Failure.launcher("1 node(s) of the rendezvous never reported in"),), complete=True)
+    name, fields = generation_end(late, state, 1.0)
+    assert (name, fields["complete"]) == ("generation_ended", True)
+    assert fields["exit"] == "training complete, then 1 node(s) of the rendezvous never reported in"
+    name, fields = generation_end(GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),), complete=True), state, 1.0)
+    assert (name, fields["exit"]) == ("generation_ended", "training complete, then rank 1: signal SIGABRT")
+    assert generation_end(GenerationEnded((Failure.worker(1, -6),)), state, 1.0)[0] == "generation_failed"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pai_launch.agent import launchconfig, multinode, teardown, torchcompat, workerenv
+from pai_launch.agent import exitbarrier, launchconfig, multinode, teardown, torchcompat, workerenv
 from pai_launch.agent.control import Abandoned, AgentControl
 from pai_launch.agent.rankheads import RankHeads
 from pai_launch.agent.relay import LogRelay
@@ -37,6 +37,9 @@ from pai_launch.wire.protocol import GenerationRequest, GenerationResult, Worker
 _LOG_TAIL_LINES = 20
 ABANDON_AFTER = 1.0
 RETIRE_AFTER = 10.0
+#: Set (to anything) in pai-launch's own tests: the worker watch sees no worker, as when torch reaps each one before
+#: the watch looks, so torch's return alone ends the generation.
+BLIND_WATCH_TEST_ENV = "PAI_LAUNCH_TEST_BLIND_WATCH"
 #: Sent by the agent to its own main thread to interrupt a torch launcher that will not return.
 ABANDON_SIGNAL = signal.SIGRTMIN + 4
 
@@ -143,10 +146,11 @@ def run_generation(request: GenerationRequest, out, control: AgentControl, pool=
     env = workerenv.changes(request, launch.generation, warm=pool is not None,
                             signals=torchcompat.signals_to_handle(launch.config))
     teardown.apply(launchconfig.grace_s(request))  # torch's own stops of the workers get the grace too
+    exitbarrier.apply()  # a node whose workers succeeded must not wait in torch for a peer whose workers failed
     with workerenv.applied(env):
         failures, error = _run_torch(launch.config, *_entrypoint(request, pool), watch, control, request.log_dir)
     watch.stop()
-    conclude(failures, error)
+    conclude(failures, error, ran=error is None)  # torch returns normally only once its workers ran and exited
     returned.set()
 
 
@@ -168,13 +172,13 @@ def _concluder(request: GenerationRequest, conclusion: _Conclusion, launch: _Lau
     """`conclude(failures, error)`: whoever sees the workers' end first sends this node's result (combined with the
     others' in a multi-node job); a forkserver that died is named as the cause of its workers' exits."""
 
-    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None) -> None:
+    def conclude(failures: tuple[WorkerFailure, ...], error: str | None = None, *, ran: bool = False) -> None:
         fault = forkserver_fault(pool, launch.generation) if failures or error else None
         if launch.node is None:
             conclusion.send(lambda: GenerationResult(launch.generation, failures=failures, error=error,
                                                      log_dir=request.log_dir, fault=fault))
         else:
-            conclusion.send(lambda: replace(launch.node.finish(failures, error), fault=fault))
+            conclusion.send(lambda: replace(launch.node.finish(failures, error, ran=ran), fault=fault))
 
     return conclude
 
@@ -187,7 +191,8 @@ def _records(request: GenerationRequest) -> str:
 def _start_watch(request: GenerationRequest, launch: _Launch, conclude, heads: RankHeads, pool) -> WorkerWatch:
     """The watch that concludes once every worker has exited; in a multi-node job, the peers' monitor beside it."""
     sources = {} if pool is None else {"parent": pool.server_pid, "records": _records(request), "exits": pool.exits}
-    watch = WorkerWatch(request.nproc, lambda exits: conclude(failures_from_exits(exits, request.log_dir)), **sources)
+    watch = WorkerWatch(request.nproc, lambda exits: conclude(failures_from_exits(exits, request.log_dir)),
+                        blind=bool(os.environ.get(BLIND_WATCH_TEST_ENV)), **sources)
     heads.watch = watch
     if launch.node is not None:
         launch.node.abort = lambda: conclude((), None)

@@ -161,11 +161,13 @@ class NodeGeneration:
                 return
 
     # --- once the workers are gone ----------------------------------------------------------------------
-    def finish(self, failures: tuple[WorkerFailure, ...], error: str | None) -> GenerationResult:
-        """Publish this node's outcome, read every member's, and return the combined result."""
+    def finish(self, failures: tuple[WorkerFailure, ...], error: str | None, *, ran: bool = False) -> GenerationResult:
+        """Publish this node's outcome, read every member's, and return the combined result. `ran`: torch's launcher
+        returned normally, so this node's workers ran (and exited 0) even if the watch never saw one; the others
+        wait for its outcome like any member's."""
         local = noderesult.local_failures(failures, self.nodes.node_rank, self.host, self.stopped_at)
         own = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=self.control.stopping)
-        started = self.watch is None or bool(self.watch.ranks) or bool(failures)
+        started = ran or self.watch is None or bool(self.watch.ranks) or bool(failures)
         return noderesult.decide(self._settle(own) if started else self._leave(error))
 
     def _leave(self, error: str | None) -> NodeFacts:

@@ -81,9 +81,10 @@ class WorkerWatch:
     """
 
     def __init__(self, nproc: int, on_all_exited: Callable[[list[WorkerExit]], None], *, parent: int | None = None,
-                 records: str | None = None, exits: str | None = None) -> None:
+                 records: str | None = None, exits: str | None = None, blind: bool = False) -> None:
         """Cold: the workers are this process's children. Warm: `parent` (the forkserver) forks them and each writes
-        RECORDS/<pid>.json; the server writes EXITS/<pid> with the status of each one it reaped."""
+        RECORDS/<pid>.json; the server writes EXITS/<pid> with the status of each one it reaped. `blind` (tests
+        only): it sees no worker, as when each is reaped before it looks."""
         self._nproc = nproc
         self._parent = parent
         self._records = records
@@ -98,7 +99,8 @@ class WorkerWatch:
         self.ranks: dict[int, int] = {}
         self.group: tuple[int, int] | None = None
         self._done = threading.Event()
-        threading.Thread(target=self._discover, name="worker-watch", daemon=True).start()
+        if not blind:
+            threading.Thread(target=self._discover, name="worker-watch", daemon=True).start()
 
     def processes(self) -> list[psutil.Process]:
         """The workers now running."""

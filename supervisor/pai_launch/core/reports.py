@@ -23,6 +23,8 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
         return log_events.GENERATION_STOPPED, {**fields, "cause": state.stopped_by, "reason": state.reason, **stop_fields(event)}
     if event.fatal is not None:
         return log_events.GENERATION_FAILED, {**fields, "error": event.fatal}
+    if event.complete or state.marker_seen:  # terminal: what came after the marker fails nothing (outcomes.py)
+        return log_events.GENERATION_ENDED, {**fields, "complete": True, "exit": after_marker(event)}
     if not event.failures:
         return log_events.GENERATION_ENDED, {**fields, "exit": "all workers exited 0"}
     first = event.failures[0]
@@ -35,6 +37,17 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
                                      "reached_training": trained(state, event),
                                      **failure_causes.fields(first.log_tail)}
     return log_events.GENERATION_FAILED, {**fields, "error": first.detail}
+
+
+def after_marker(event: GenerationEnded) -> str:
+    """How a complete generation's workers ended: the first that did not exit 0 (a process group's abort at exit,
+    a peer node lost or late once the marker was written) is said, but as what followed completion."""
+    if not event.failures:
+        return "all workers exited 0"
+    first = event.failures[0]
+    what = f"rank {first.rank}: {describe_returncode(first.returncode or 0)}" if first.cause is Cause.WORKER \
+        else first.detail
+    return f"training complete, then {what}"
 
 
 def own_crash(failure: Failure) -> bool:

@@ -286,8 +286,9 @@ class Observer:
         if name == log_events.GENERATION_STOPPED:  # asked for: no failure, no log tail; a rank's own crash is a warning
             (self.log.warning if "rank" in fields else self.log.info)(name, **fields)
             return event
-        (self.log.error if (event.failures or event.fatal) else self.log.info)(name, **fields)
-        if event.failures and event.failures[0].log_tail:
+        failed = name == log_events.GENERATION_FAILED
+        (self.log.error if failed else self.log.warning if event.failures else self.log.info)(name, **fields)
+        if failed and event.failures and event.failures[0].log_tail:
             first = event.failures[0]
             where = {} if first.node is None else {"node": first.node, "host": first.host}
             self.log.error(log_events.WORKER_LOG_TAIL, rank=first.rank, **where, tail=first.log_tail,
