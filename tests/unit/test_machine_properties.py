@@ -176,7 +176,7 @@ class StopHistories(RuleBasedStateMachine):
         assert after.generation >= before.generation
         assert after.init_done >= before.init_done and after.marker_seen >= before.marker_seen
         if after.failures < before.failures:
-            assert isinstance(event, GenerationEnded) and event.progressed, "failures dropped without progress"
+            assert isinstance(event, (GenerationEnded, ProgressRechecked)) and event.progressed, "failures dropped without progress"
         if before.stopped_by is not None:
             assert after.stopped_by == before.stopped_by, "what asked for the stop was forgotten"
             assert not [a for a in actions if isinstance(a, ScheduleRetry)], "a retry after a stop was asked for"
