@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pai_launch.agent import exitbarrier, launchconfig, multinode, teardown, torchcompat, workerenv
+from pai_launch.agent import exitbarrier, launchconfig, multinode, nodeentry, teardown, torchcompat, workerenv
 from pai_launch.agent.control import Abandoned, AgentControl
 from pai_launch.agent.rankheads import RankHeads
 from pai_launch.agent.relay import LogRelay
@@ -160,7 +160,7 @@ def _prepare(request: GenerationRequest, joined, control: AgentControl, *, warm:
     start_method = "forkserver" if warm else "spawn"
     if request.nodes is None:
         return _Launch(request.generation, None, launchconfig.single_node(request, start_method))
-    entered = multinode.enter(request, joined)
+    entered = nodeentry.enter(request, joined)
     if isinstance(entered, GenerationResult):
         return entered
     link, generation = entered
