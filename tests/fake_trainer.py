@@ -56,6 +56,8 @@ parser.add_argument("--hang-rank", type=int, default=None,
 parser.add_argument("--hang-generation", type=int, default=None,
                     help="run until signalled in this generation only (with --hang-rank: only that rank)")
 parser.add_argument("--hold-until", default=None, help="keep training until this file exists")
+parser.add_argument("--hold-generation", type=int, default=None,
+                    help="--hold-until holds only this generation (default: every one)")
 parser.add_argument("--fail-signal", type=int, default=None,
                     help="the --fail-rank dies by this signal (default action) instead of exiting with --fail-code")
 parser.add_argument("--hang-init", action="store_true", help="the init run runs until signalled (after its ready file)")
@@ -267,7 +269,8 @@ if args.hang_rank is not None and args.hang_generation is not None:
 else:
     hang = args.hang or args.hang_rank == rank or args.hang_generation == generation
 last_beat = 0.0
-while hang or time.monotonic() < deadline or (args.hold_until and not os.path.exists(args.hold_until)):
+held = args.hold_until and args.hold_generation in (None, generation)
+while hang or time.monotonic() < deadline or (held and not os.path.exists(args.hold_until)):
     if args.heartbeat is not None and rank == 0 and time.monotonic() - last_beat >= args.heartbeat:
         last_beat = time.monotonic()
         with open(os.path.join(args.save, "latest.pt"), "wb") as handle:

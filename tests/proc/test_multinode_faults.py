@@ -146,3 +146,57 @@ def test_a_node_whose_workers_its_watch_never_saw_reports_in_like_any_other_and_
         assert [e["generation"] for e in node.events("generation_ended")] == [1, 2]
         assert node.events("generation_ended")[-1]["complete"] is True
         assert node.event("run_finished")["reason"] == "training complete"
+
+
+def _retry_held(scene) -> list[str]:
+    """Rank 1 fails in generation 2; generation 3, its retry, trains until the scene's hold file appears."""
+    return ["--generations", "4", "--fail-rank", "1", "--fail-generation", "2", "--hold-until", str(scene.hold_file),
+            "--hold-generation", "3"]
+
+
+def _switch_files(scene) -> set[str]:
+    return {p.name for p in (scene.work / "PAI").glob("switch_*.pt")}
+
+
+def test_node_1_lost_during_the_retry_of_a_failed_generation_costs_no_progress_and_counts_each_failure_once(scene):
+    nodes, port = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=_retry_held(scene))
+    scene.wait_ready(3, 2)  # generation 2 failed on rank 1; both nodes' workers of its retry are running
+    before = _switch_files(scene)
+    nodes[1].popen.kill()
+    nodes[1].wait(10)
+    wait_event(nodes[0], "generation_failed", LOSS_NOTICED_WITHIN, count=2)
+
+    again = start_node(scene, 1, port, "--nproc", "1", "--backoff", "0.2", name="node1-again",
+                       script_args=_retry_held(scene))
+    scene.hold_file.touch()
+    codes = [nodes[0].wait(90), again.wait(90)]
+
+    assert codes == [0, 0], summaries([nodes[0], again])
+    assert [e["failures"] for e in nodes[0].events("retry_scheduled")] == [1, 2]
+    assert [e["generation"] for e in nodes[0].events("generation_failed")] == [2, 3]
+    assert again.event("run_started")["resumed"] is True
+    assert before and before <= _switch_files(scene), "a switch file written before the loss is gone"
+    assert read_state(scene.work / "PAI")["failures"] == 2  # generation 2's rank and generation 3's node, once each
+
+
+def test_node_0_lost_during_the_retry_ends_node_1_and_the_job_restarted_resumes_with_nothing_lost(scene):
+    nodes, port = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=_retry_held(scene))
+    scene.wait_ready(3, 2)
+    before = _switch_files(scene)
+    nodes[0].popen.kill()
+    nodes[0].wait(10)
+
+    assert nodes[1].wait(LOSS_NOTICED_WITHIN) == 1, summaries(nodes)  # no node goes on without node 0's store
+    # Generation 2's failure, and the store's loss where node 1 scheduled a retry before it knew: each counted once.
+    assert [e["failures"] for e in nodes[1].events("retry_scheduled")] in ([1], [1, 2])
+    again = [start_node(scene, rank, port, "--nproc", "1", "--backoff", "0.2", name=f"node{rank}-again",
+                        script_args=_retry_held(scene)) for rank in (0, 1)]
+    scene.hold_file.touch()
+    codes = [node.wait(90) for node in again]
+
+    assert codes == [0, 0], summaries(again)
+    for node in again:
+        started = node.event("run_started")
+        assert started["resumed"] is True and started["generation"] == 3, summaries(again)
+        assert node.events("retry_scheduled") == [] and node.events("generation_failed") == []
+    assert before and before <= _switch_files(scene), "a switch file written before the loss is gone"
