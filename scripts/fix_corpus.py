@@ -80,8 +80,11 @@ def run(project: Path) -> str:
         script = copy / expected["entry"]
         launch = [sys.executable, "-m", "pai_launch"]
         env = {**os.environ, "PYTHONPATH": str(ROOT / "supervisor")}
-        subprocess.run([*launch, "doctor", "--fix", script.name], check=False, cwd=script.parent, env=env,
-                       capture_output=True, timeout=120)
+        try:
+            subprocess.run([*launch, "doctor", "--fix", script.name], check=False, cwd=script.parent, env=env,
+                           capture_output=True, timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return f"doctor --fix still working after {RUN_TIMEOUT_S} s"
         try:
             done = subprocess.run([*launch, "--nproc", "2", script.name], check=False, cwd=script.parent, env=env,
                                   capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
