@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.savefmt import adoptions
 from pai_launch.savefmt.record import StateError
 from pai_launch.status import gather

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from pai_launch import in_process
-from pai_launch.core import options
-from pai_launch.core.spec import IN_PROCESS, LaunchSpec, PreflightError
+from pai_launch.placement import options
+from pai_launch.placement.spec import IN_PROCESS, LaunchSpec, PreflightError
 from pai_launch.savefmt import restructure_record
 from pai_launch.status.story import Story
 from pai_launch.supervise import plan

@@ -22,8 +22,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "savefmt": {"wire", "savefmt", ""},
     "linux": {"wire", "savefmt", "linux"},
     "core": {"wire", "savefmt", "core"},
-    "supervise": {"", "wire", "savefmt", "linux", "core", "supervise", "doctor"},
-    "cli": {"", "wire", "savefmt", "linux", "core", "supervise", "cli", "doctor", "fix", "status", "envreport"},
+    "placement": {"wire", "savefmt", "core", "placement"},
+    "supervise": {"", "wire", "savefmt", "linux", "core", "placement", "supervise", "doctor"},
+    "cli": {"", "wire", "savefmt", "linux", "core", "placement", "supervise", "cli", "doctor", "fix", "status",
+            "envreport"},
     "agent": {"wire", "savefmt", "linux", "agent", "store.client", "forkserver"},
     "forkserver": {"forkserver"},
     "store": {"wire", "savefmt", "linux", "store"},
@@ -55,7 +57,9 @@ THIRD_PARTY: dict[str, set[str]] = {
     "fix": {"libcst"},
 }
 
-#: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`).
+#: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`). Placement is
+#: held to the same: it reads the values the command line and the environment gave, never the machine itself.
+PURE_PARTS = {"core", "placement"}
 CORE_REFUSED = {"os", "subprocess", "socket", "time", "datetime", "threading", "shutil", "tempfile", "fcntl",
                 "resource", "uuid", "random", "select", "selectors", "multiprocessing", "psutil"}
 
@@ -124,8 +128,8 @@ def violations() -> list[str]:
                     found.append(f"{where}: {part} may not import pai_launch.{target or '__init__'} ({dotted})")
             elif top not in STDLIB and top not in THIRD_PARTY.get(part, set()):
                 found.append(f"{where}: {part} may not import {top}")
-            elif part == "core" and top in CORE_REFUSED:
-                found.append(f"{where}: the pure core may not import {top} (an OS layer or the clock)")
+            elif part in PURE_PARTS and top in CORE_REFUSED:
+                found.append(f"{where}: the pure {part} may not import {top} (an OS layer or the clock)")
     return found
 
 
@@ -151,6 +155,9 @@ def test_every_subpackage_init_is_empty_but_for_its_docstring_naming_its_process
     ("pai_launch.status.gather", "supervise", False),
     ("pai_launch.supervise.runner", "status", False),
     ("pai_launch.core.events", "agent", False),
+    ("pai_launch.placement.spec", "core", False),
+    ("pai_launch.core.state", "placement", True),
+    ("pai_launch.placement.nodes", "supervise", True),
     ("pai_launch", "savefmt", True),
 ])
 def test_the_rules_refuse_what_they_should(edge, part, expected):

@@ -11,7 +11,7 @@ from pai_launch.status import story as status_story
 from pai_launch.wire import log_events
 
 PACKAGE = Path(__file__).resolve().parents[2] / "supervisor" / "pai_launch"
-WRITERS = ("supervise", "cli", "core")
+WRITERS = ("supervise", "cli", "core", "placement")
 READERS = ("status/events.py", "status/story.py", "status/summary.py", "supervise/metrics.py",
            "supervise/liveline.py")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}

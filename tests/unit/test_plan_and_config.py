@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from pai_launch.cli.preflight import parse_gpu_list, preflight, visible_gpus
-from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.placement.spec import LaunchSpec, PreflightError
 from pai_launch.supervise import plan
 
 
@@ -146,9 +146,9 @@ def test_preflight_checks_writability_with_the_real_access_call(tmp_path, monkey
 
 
 def test_the_option_checks_are_pure_and_run_before_the_machine_is_looked_at(tmp_path):
-    """core.options judges the options among themselves without touching the disk: a spec whose script and folders
+    """placement.options judges the options among themselves without touching the disk: a spec whose script and folders
     do not exist passes it, and preflight reports an option problem before a missing script."""
-    from pai_launch.core import options
+    from pai_launch.placement import options
 
     gone = tmp_path / "nowhere"
 

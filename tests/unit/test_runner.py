@@ -11,7 +11,7 @@ import tempfile
 import time
 
 from pai_launch.core.observations import SignalReceived
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.supervise.runner import Runner
 from pai_launch.supervise.session import SaveSession
 from tests.helpers import FAKE_TRAINER, events_file, json_events

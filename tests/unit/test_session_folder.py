@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from pai_launch.core.spec import LaunchSpec
 from pai_launch.core.state import Phase, State
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.supervise.logs import EventsFile
 from pai_launch.supervise.savefolder import INIT_RUN, removed_message
 from pai_launch.supervise.session import SaveSession

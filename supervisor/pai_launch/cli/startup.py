@@ -10,9 +10,9 @@ import time
 
 from pai_launch.cli import scriptfile
 from pai_launch.core import exitcodes
-from pai_launch.core.spec import MODULE, LaunchSpec
 from pai_launch.doctor.budget import Deadline, OutOfTime
 from pai_launch.linux import capacity
+from pai_launch.placement.spec import MODULE, LaunchSpec
 from pai_launch.savefmt import adoptions, savedir
 from pai_launch.supervise import logs, plan
 from pai_launch.wire import log_events

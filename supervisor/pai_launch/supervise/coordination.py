@@ -17,10 +17,10 @@ from pathlib import Path
 
 from pai_launch.core import exitcodes
 from pai_launch.core.events import JobStopSeen, JobStoreLost
-from pai_launch.core.nodes import Nodes
 from pai_launch.core.observations import SignalReceived
 from pai_launch.core.state import STOP_SIGNALS
 from pai_launch.linux import procs
+from pai_launch.placement.nodes import Nodes
 from pai_launch.supervise import plan
 from pai_launch.supervise.threads import start_guarded
 from pai_launch.wire import codec, crossnode, jobsecret, storevalues

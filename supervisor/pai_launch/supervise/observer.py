@@ -43,7 +43,7 @@ from pai_launch.core.observations import (
     ThreadFailed,
 )
 from pai_launch.core.reports import dendrite_verdict, generation_end
-from pai_launch.core.spec import IN_PROCESS
+from pai_launch.placement.spec import IN_PROCESS
 from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_facts, folder_limit
 from pai_launch.supervise import logspace, signals

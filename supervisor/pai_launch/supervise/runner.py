@@ -19,7 +19,7 @@ from pai_launch.core import exitcodes, machine
 from pai_launch.core.actions import Action, Finish
 from pai_launch.core.events import Began, Resumed, SaveFolderLost, Tick
 from pai_launch.core.reports import phase_status
-from pai_launch.core.spec import LaunchSpec, policy_for
+from pai_launch.placement.spec import LaunchSpec, policy_for
 from pai_launch.savefmt import savedir
 from pai_launch.savefmt.record import StateError
 from pai_launch.supervise import console, coordination, logs, plan

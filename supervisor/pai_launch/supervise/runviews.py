@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise import liveline, logs
 from pai_launch.wire import log_events

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch.core.spec import IN_PROCESS, LaunchSpec
 from pai_launch.core.state import Phase, State
+from pai_launch.placement.spec import IN_PROCESS, LaunchSpec
 from pai_launch.savefmt import adoptions, checkpoint, safeopen, savedir, statedir
 from pai_launch.savefmt.locks import SaveFolderLock
 from pai_launch.savefmt.record import (
