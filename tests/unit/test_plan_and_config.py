@@ -6,7 +6,7 @@ import pytest
 
 from pai_launch.cli.preflight import parse_gpu_list, preflight, visible_gpus
 from pai_launch.placement.spec import LaunchSpec, PreflightError
-from pai_launch.supervise import plan
+from pai_launch.supervise.job import plan
 
 
 def spec(tmp_path, **overrides):
@@ -31,7 +31,7 @@ def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_
     import sys
 
     from pai_launch.core.observations import Role
-    from pai_launch.supervise.plain_process import PlainProcess
+    from pai_launch.supervise.children.plain_process import PlainProcess
 
     probe = "import os; print(sorted(k for k in os.environ if k in ('RANK', 'SLURM_PROCID', 'SLURM_JOB_ID', 'KEEP')))"
     base = {"RANK": "3", "SLURM_PROCID": "1", "SLURM_JOB_ID": "77", "KEEP": "1", "PATH": "/usr/bin:/bin"}

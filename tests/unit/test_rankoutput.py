@@ -9,7 +9,7 @@ from pai_launch.agent.relay import LogRelay
 from pai_launch.cli.specbuilder import build
 from pai_launch.placement import rankoutput
 from pai_launch.placement.spec import PreflightError
-from pai_launch.supervise import plan
+from pai_launch.supervise.job import plan
 from tests.unit.test_relay import Logs
 from tests.unit.test_specbuilder import host, typed
 

@@ -26,10 +26,10 @@ from pai_launch.savefmt.record import (
     fingerprint,
     fingerprint_differences,
 )
-from pai_launch.supervise import plan
-from pai_launch.supervise.logs import EventsFile
-from pai_launch.supervise.savefolder import SaveFolderError, folder_error, folder_identity, removed_message
-from pai_launch.supervise.watcher import SaveFolderWatcher
+from pai_launch.supervise.folder.savefolder import SaveFolderError, folder_error, folder_identity, removed_message
+from pai_launch.supervise.folder.watcher import SaveFolderWatcher
+from pai_launch.supervise.job import plan
+from pai_launch.supervise.outputs.logs import EventsFile
 
 
 class SaveSession:
