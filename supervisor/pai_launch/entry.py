@@ -19,7 +19,10 @@ import queue
 import sys
 
 from pai_launch.core import exitcodes
-from pai_launch.supervise import console, signals
+
+#: First arguments that name a tool rather than a script.
+from pai_launch.supervise.children import signals
+from pai_launch.supervise.outputs import console
 
 #: First arguments that name a tool rather than a script.
 TOOLS = ("doctor", "status", "env")

@@ -11,7 +11,7 @@ import os
 
 from pai_launch import entry
 from pai_launch.savefmt import savedir
-from pai_launch.supervise import session
+from pai_launch.supervise.folder import session
 from pai_launch.wire.protocol import REPORTS, GenerationResult
 
 FAULT = os.environ["PAI_TEST_FAULT"]

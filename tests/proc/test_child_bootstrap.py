@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import pai_launch
-from pai_launch.supervise import plan
+from pai_launch.supervise.job import plan
 
 pytestmark = pytest.mark.timeout(60)
 

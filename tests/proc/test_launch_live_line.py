@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pai_launch.supervise.liveline import CLEAR
+from pai_launch.supervise.outputs.liveline import CLEAR
 from tests.helpers import FAKE_TRAINER, launch_env
 
 pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]

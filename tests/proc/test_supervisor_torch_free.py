@@ -42,6 +42,7 @@ def test_a_whole_launch_keeps_torch_and_the_other_processes_code_out_of_the_supe
     logged = {event["event"] for event in launch.events()}
     assert logged - log_events.ALL == set() and {log_events.DENDRITES_ADDED, log_events.GENERATION_ENDED} <= logged
     modules = set(imported.read_text().split())
-    assert "pai_launch.supervise.runner" in modules and "pai_launch.doctor.diagnose" in modules  # the hook saw them
+    # the hook saw them
+    assert "pai_launch.supervise.loop.runner" in modules and "pai_launch.doctor.diagnose" in modules
     leaked = sorted(m for m in modules if any(m == name or m.startswith(name + ".") for name in REFUSED))
     assert leaked == [], json.dumps(leaked[:10])

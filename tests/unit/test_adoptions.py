@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.savefmt import adoptions
 from pai_launch.savefmt.record import StateError
 from pai_launch.status import gather
-from pai_launch.supervise.savefolder import resolve_adoption
+from pai_launch.supervise.folder.savefolder import resolve_adoption
 from tests.helpers import FAKE_TRAINER
 
 

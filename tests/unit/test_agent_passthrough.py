@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from pai_launch.supervise import passthrough
+from pai_launch.supervise.children import passthrough
 
 pytestmark = pytest.mark.timeout(30)
 

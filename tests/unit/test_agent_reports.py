@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from pai_launch.core.observations import AgentAnswered, AgentJoined, AgentReported, AgentStarted, AgentTookRequest
-from pai_launch.supervise.agent_process import Agent
+from pai_launch.supervise.children.agent_process import Agent
 from pai_launch.wire.protocol import (
     AgentReady,
     ForkserverRestarted,
@@ -66,7 +66,7 @@ def test_a_request_waits_for_ready_and_results_joins_and_pongs_become_events(tmp
 
 def test_every_report_the_agent_can_send_has_its_handler():
     """A report type without one would be dropped without a word."""
-    from pai_launch.supervise import agent_process
+    from pai_launch.supervise.children import agent_process
     from pai_launch.wire.protocol import REPORTS
 
     assert set(agent_process._HEARD) == set(REPORTS.types().values())

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pai_launch.supervise.metrics import RunMetrics
+from pai_launch.supervise.outputs.metrics import RunMetrics
 from tests.alerting import DASHBOARD, dashboard_queries, metric_names, rule_expressions
 
 pytestmark = pytest.mark.timeout(30)

@@ -6,7 +6,7 @@ import pytest
 
 from pai_launch.cli import launch as cli
 from pai_launch.cli import specbuilder, startup
-from pai_launch.core.spec import LaunchSpec, policy_for
+from pai_launch.placement.spec import LaunchSpec, policy_for
 
 
 @pytest.fixture

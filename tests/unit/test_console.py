@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from pai_launch.supervise import console
+from pai_launch.supervise.outputs import console
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -103,7 +103,7 @@ def test_closed_std_fds_get_dev_null_before_anything_else_is_opened(tmp_path, cl
     probe = (
         "import os, sys\n"
         f"for fd in ({closed.replace(' ', ', ')},): os.close(fd)\n"
-        "from pai_launch.supervise import console\n"
+        "from pai_launch.supervise.outputs import console\n"
         "console.install()\n"
         "spare = os.open(os.devnull, os.O_RDONLY)\n"  # the next file opened lands above 2
         "targets = [os.readlink(f'/proc/self/fd/{fd}') for fd in (0, 1, 2)]\n"

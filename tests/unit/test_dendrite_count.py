@@ -6,7 +6,7 @@ from pai_launch.savefmt.pai_files import dendrites, folder_facts, kept_sizes
 from pai_launch.status.events import history
 from pai_launch.status.gather import gather
 from pai_launch.status.model import COMPLETE, REJECTED, RESTRUCTURED
-from pai_launch.supervise.metrics import RunMetrics
+from pai_launch.supervise.outputs.metrics import RunMetrics
 
 PARAMS = "Switch Number,Param Count\n"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pai_launch.cli import startup, tools
-from pai_launch.core.spec import LaunchSpec
 from pai_launch.doctor import source
 from pai_launch.doctor.budget import Deadline, OutOfTime
 from pai_launch.doctor.diagnose import check_script, render_text
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.wire import log_events
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pai_launch.cli import startup
-from pai_launch.core.spec import LaunchSpec
 from pai_launch.doctor.diagnose import check_script, render_text
 from pai_launch.doctor.save_args import given, option_flags
+from pai_launch.placement.spec import LaunchSpec
 
 pytestmark = pytest.mark.timeout(60)
 

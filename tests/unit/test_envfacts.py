@@ -13,8 +13,8 @@ import pytest
 
 from pai_launch.cli import envfacts
 from pai_launch.cli.specbuilder import Host
-from pai_launch.core import slurm
 from pai_launch.envreport import render
+from pai_launch.placement import slurm
 from tests.helpers import docs_page
 
 pytestmark = pytest.mark.timeout(30)
@@ -163,7 +163,7 @@ def test_the_command_line_is_the_launch_commands_own(monkeypatch):
 def test_every_slurm_variable_a_launch_reads_is_shown():
     """A new SLURM_* read in the placement's code must be listed in slurm.READ_VARIABLES, or the report misses it."""
     read = set()
-    for module in ("core/slurm.py", "core/joboptions.py", "cli/specbuilder.py"):
+    for module in ("placement/slurm.py", "placement/joboptions.py", "cli/specbuilder.py"):
         tree = ast.parse((ROOT / "supervisor" / "pai_launch" / module).read_text())
         read |= {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
                  and isinstance(node.value, str) and re.fullmatch(r"SLURM_[A-Z_]+", node.value)}

@@ -21,7 +21,7 @@ PACKAGE = Path(pai_launch.__file__).resolve().parent
 NOT_LAUNCH_ERRORS = {
     "agent.control.Abandoned": "the agent's interrupt of torch's launcher, caught around it",
     "agent.torchcompat.UnsupportedTorch": "raised in the agent: the generation's launcher error says it",
-    "core.slurm._BadNodelist": "the node-list parser's own, turned into a SlurmError",
+    "placement.slurm._BadNodelist": "the node-list parser's own, turned into a SlurmError",
     "doctor.model.DoctorError": "the doctor tool's (its own exit codes)",
     "fix.edit.Unfixable": "a fixer's: the fix loop catches it and leaves the finding with its reason",
     "doctor.source.Unreadable": "a DoctorError for a file that is no source to read (exit 2; a helper's is skipped)",
@@ -60,10 +60,10 @@ def test_every_error_is_a_launch_error_with_a_documented_code_or_listed_with_why
 
 
 def test_the_codes_each_error_carries():
-    from pai_launch.core.spec import PreflightError
+    from pai_launch.placement.spec import PreflightError
     from pai_launch.savefmt.record import StateError
-    from pai_launch.supervise.observer import InternalError
-    from pai_launch.supervise.savefolder import SaveFolderError
+    from pai_launch.supervise.folder.savefolder import SaveFolderError
+    from pai_launch.supervise.loop.observer import InternalError
 
     assert (PreflightError.exit_code, StateError.exit_code) == (exitcodes.USAGE, exitcodes.USAGE)
     assert (SaveFolderError.exit_code, InternalError.exit_code) == (exitcodes.SAVE_FOLDER, exitcodes.INTERNAL_ERROR)

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from pai_launch.core.health import LOOP_SILENT_AFTER, RunHealth, liveness, readiness
-from pai_launch.supervise.metrics import RunMetrics
+from pai_launch.supervise.outputs.metrics import RunMetrics
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from pai_launch import in_process
-from pai_launch.core import options
-from pai_launch.core.spec import IN_PROCESS, LaunchSpec, PreflightError
+from pai_launch.placement import options
+from pai_launch.placement.spec import IN_PROCESS, LaunchSpec, PreflightError
 from pai_launch.savefmt import restructure_record
 from pai_launch.status.story import Story
-from pai_launch.supervise import plan
+from pai_launch.supervise.job import plan
 from pai_launch.wire import log_events
 
 
@@ -127,7 +127,7 @@ def test_the_supervisor_logs_each_record_once_as_progress(tmp_path):
     from pai_launch.core import machine
     from pai_launch.core.events import SaveActivity
     from pai_launch.core.observations import RestructureRecorded
-    from pai_launch.supervise.observer import Observer
+    from pai_launch.supervise.loop.observer import Observer
 
     save, records = tmp_path / "PAI", tmp_path / "PAI" / ".pai-launch" / "restructures"
     records.mkdir(parents=True)
@@ -157,7 +157,7 @@ def test_the_watcher_reports_a_record_written_atomically_and_not_its_temp_file(t
 
     from pai_launch.core.observations import RestructureRecorded
     from pai_launch.savefmt.atomic import write_atomically
-    from pai_launch.supervise.watcher import SaveFolderWatcher
+    from pai_launch.supervise.folder.watcher import SaveFolderWatcher
     from tests.helpers import wait_until
 
     save, records = tmp_path / "PAI", tmp_path / "PAI" / ".pai-launch" / "restructures"

@@ -27,7 +27,8 @@ import socket
 import kubernetes_validate
 import pytest
 
-from pai_launch.core import exitcodes, platforms
+from pai_launch.core import exitcodes
+from pai_launch.placement import platforms
 from tests.k8s import (
     DEFAULT_RDZV_TIMEOUT,
     JOB,

@@ -22,8 +22,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "savefmt": {"wire", "savefmt", ""},
     "linux": {"wire", "savefmt", "linux"},
     "core": {"wire", "savefmt", "core"},
-    "supervise": {"", "wire", "savefmt", "linux", "core", "supervise", "doctor"},
-    "cli": {"", "wire", "savefmt", "linux", "core", "supervise", "cli", "doctor", "fix", "status", "envreport"},
+    "placement": {"wire", "savefmt", "core", "placement"},
+    "supervise": {"", "wire", "savefmt", "linux", "core", "placement", "supervise", "doctor"},
+    "cli": {"", "wire", "savefmt", "linux", "core", "placement", "supervise", "cli", "doctor", "fix", "status",
+            "envreport"},
     "agent": {"wire", "savefmt", "linux", "agent", "store.client", "forkserver"},
     "forkserver": {"forkserver"},
     "store": {"wire", "savefmt", "linux", "store"},
@@ -38,6 +40,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     "in_process": {"savefmt", "backends"},
     "backends": set(),
     "__init__": set(),
+}
+
+#: supervise's groups -> the groups each may import. The loop sits on top and drives the rest; lower groups never
+#: import the loop, outputs sit at the bottom (everything writes through them) and job's commands import none.
+SUPERVISE_GROUPS: dict[str, set[str]] = {
+    "loop": {"loop", "children", "folder", "outputs", "job"},
+    "children": {"children", "outputs", "job"},
+    "folder": {"folder", "outputs", "job"},
+    "outputs": {"outputs"},
+    "job": {"job"},
 }
 
 #: part -> third-party packages it may import (everything else outside the stdlib is refused).
@@ -55,7 +67,9 @@ THIRD_PARTY: dict[str, set[str]] = {
     "fix": {"libcst"},
 }
 
-#: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`).
+#: The pure core decides; it never touches the OS or reads the clock (time arrives on events as `now`). Placement is
+#: held to the same: it reads the values the command line and the environment gave, never the machine itself.
+PURE_PARTS = {"core", "placement"}
 CORE_REFUSED = {"os", "subprocess", "socket", "time", "datetime", "threading", "shutil", "tempfile", "fcntl",
                 "resource", "uuid", "random", "select", "selectors", "multiprocessing", "psutil"}
 
@@ -63,6 +77,18 @@ CORE_REFUSED = {"os", "subprocess", "socket", "time", "datetime", "threading", "
 def part_of(path: Path) -> str:
     relative = path.relative_to(PACKAGE)
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def group_of(path: Path) -> str | None:
+    """The group of supervise a module sits in ("loop", "children", ...), None outside supervise."""
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[1] if relative.parts[0] == "supervise" and len(relative.parts) > 2 else None
+
+
+def target_group(dotted: str) -> str | None:
+    """The group of supervise a dotted name points into, None outside supervise or for the package itself."""
+    parts = dotted.split(".")
+    return parts[2] if parts[:2] == ["pai_launch", "supervise"] and len(parts) > 2 else None
 
 
 def _under_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
@@ -115,6 +141,9 @@ def violations() -> list[str]:
     for path in sorted(PACKAGE.rglob("*.py")):
         part = part_of(path)
         assert part in MAY_IMPORT, f"{path}: a module outside every known part; add its rules here and to its __init__"
+        group = group_of(path)
+        if part == "supervise" and path.name != "__init__.py":
+            assert group in SUPERVISE_GROUPS, f"{path}: a supervise module outside its groups; put it in one"
         for line, dotted in imports_of(path):
             where = f"{path.relative_to(PACKAGE)}:{line}"
             target = target_of(dotted)
@@ -122,10 +151,13 @@ def violations() -> list[str]:
             if target is not None:
                 if not allowed(part, target):
                     found.append(f"{where}: {part} may not import pai_launch.{target or '__init__'} ({dotted})")
+                elif group is not None and (other := target_group(dotted)) is not None \
+                        and other not in SUPERVISE_GROUPS[group]:
+                    found.append(f"{where}: supervise.{group} may not import supervise.{other} ({dotted})")
             elif top not in STDLIB and top not in THIRD_PARTY.get(part, set()):
                 found.append(f"{where}: {part} may not import {top}")
-            elif part == "core" and top in CORE_REFUSED:
-                found.append(f"{where}: the pure core may not import {top} (an OS layer or the clock)")
+            elif part in PURE_PARTS and top in CORE_REFUSED:
+                found.append(f"{where}: the pure {part} may not import {top} (an OS layer or the clock)")
     return found
 
 
@@ -136,7 +168,7 @@ def test_every_import_keeps_to_its_layer():
 def test_every_subpackage_init_is_empty_but_for_its_docstring_naming_its_process():
     """The forkserver, warm workers and training scripts import these packages: an __init__ that imports would
     drag its modules into the user's processes."""
-    for init in sorted(PACKAGE.glob("*/__init__.py")):
+    for init in sorted([*PACKAGE.glob("*/__init__.py"), *PACKAGE.glob("*/*/__init__.py")]):
         tree = ast.parse(init.read_text())
         docstring = ast.get_docstring(tree)
         assert docstring and "Runs in" in docstring, f"{init}: say which process runs this part"
@@ -149,8 +181,11 @@ def test_every_subpackage_init_is_empty_but_for_its_docstring_naming_its_process
     ("pai_launch.store.client", "agent", True),
     ("pai_launch.store.server", "agent", False),
     ("pai_launch.status.gather", "supervise", False),
-    ("pai_launch.supervise.runner", "status", False),
+    ("pai_launch.supervise.loop.runner", "status", False),
     ("pai_launch.core.events", "agent", False),
+    ("pai_launch.placement.spec", "core", False),
+    ("pai_launch.core.state", "placement", True),
+    ("pai_launch.placement.nodes", "supervise", True),
     ("pai_launch", "savefmt", True),
 ])
 def test_the_rules_refuse_what_they_should(edge, part, expected):
@@ -163,11 +198,29 @@ def test_a_forbidden_import_inside_a_function_is_seen(tmp_path, monkeypatch):
     fake = tmp_path / "pai_launch"
     (fake / "core").mkdir(parents=True)
     (fake / "core" / "__init__.py").write_text('"""Runs in the supervisor."""\n')
-    (fake / "core" / "bad.py").write_text("def later():\n    import time\n    from pai_launch.supervise import runner\n")
+    (fake / "core" / "bad.py").write_text(
+        "def later():\n    import time\n    from pai_launch.supervise.loop import runner\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     found = violations()
     assert any("core may not import pai_launch.supervise" in v for v in found), found
     assert any("may not import time" in v for v in found), found
+
+
+@pytest.mark.parametrize("edge, group, expected", [
+    ("pai_launch.supervise.loop.runner", "children", False),
+    ("pai_launch.supervise.loop.executors", "outputs", False),
+    ("pai_launch.supervise.children.threads", "loop", True),
+    ("pai_launch.supervise.job.plan", "children", True),
+    ("pai_launch.supervise.children.proctable", "folder", False),
+])
+def test_the_groups_of_supervise_keep_the_loop_on_top(edge, group, expected):
+    assert (target_group(edge) in SUPERVISE_GROUPS[group]) is expected
+
+
+def test_every_supervise_group_has_its_rules_and_its_init():
+    groups = {path.parent.name for path in (PACKAGE / "supervise").glob("*/__init__.py")}
+    assert groups == set(SUPERVISE_GROUPS)
+    assert [path.name for path in (PACKAGE / "supervise").glob("*.py")] == ["__init__.py"]
 
 
 def _module_name(path: Path) -> str:
@@ -177,7 +230,7 @@ def _module_name(path: Path) -> str:
 
 
 def _modules_imported(dotted: str, modules: set[str]) -> str | None:
-    """The package's module a dotted import name reaches (`pai_launch.supervise.logspace`, or the module a
+    """The package's module a dotted import name reaches (`pai_launch.supervise.folder.logspace`, or the module a
     `from pai_launch.savefmt.pai_files import folder_facts` name lives in), None outside the package."""
     while dotted and dotted not in modules:
         dotted = dotted.rpartition(".")[0]

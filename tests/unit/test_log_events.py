@@ -11,9 +11,9 @@ from pai_launch.status import story as status_story
 from pai_launch.wire import log_events
 
 PACKAGE = Path(__file__).resolve().parents[2] / "supervisor" / "pai_launch"
-WRITERS = ("supervise", "cli", "core")
-READERS = ("status/events.py", "status/story.py", "status/summary.py", "supervise/metrics.py",
-           "supervise/liveline.py")
+WRITERS = ("supervise", "cli", "core", "placement")
+READERS = ("status/events.py", "status/story.py", "status/summary.py", "supervise/outputs/metrics.py",
+           "supervise/outputs/liveline.py")
 LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}
 SNAKE = re.compile(r"^[a-z]+(_[a-z]+)+$")
 
@@ -83,7 +83,7 @@ def test_the_vocabulary_is_plain_snake_case_names_each_defined_once():
 
 
 # --- the fields: declared once, written and read as declared ------------------------------------------
-FIELD_READERS = ("status/events.py", "status/story.py", "supervise/metrics.py", "supervise/liveline.py")
+FIELD_READERS = ("status/events.py", "status/story.py", "supervise/outputs/metrics.py", "supervise/outputs/liveline.py")
 ANY_FIELD = frozenset().union(log_events.COMMON, *(event.fields for event in log_events.EVENTS.values()))
 
 

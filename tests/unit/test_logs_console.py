@@ -8,8 +8,8 @@ import io
 import json
 import re
 
-from pai_launch.supervise.liveline import CLEAR, LineStream, LiveLine
-from pai_launch.supervise.logs import block_text, is_block, make_logger
+from pai_launch.supervise.outputs.liveline import CLEAR, LineStream, LiveLine
+from pai_launch.supervise.outputs.logs import block_text, is_block, make_logger
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 TAIL = ("usage: train.py [-h] [--save SAVE]\n"

@@ -133,7 +133,7 @@ def _observer(**kwargs):
 
 
 def test_progress_keeps_only_switch_files_that_pass_the_check():
-    from pai_launch.supervise.observer import Observer
+    from pai_launch.supervise.loop.observer import Observer
 
     obs = _observer(bad={"switch_4.pt": "not a checkpoint"})
     assert Observer.checked_progress(obs, ("switch_2.pt", "switch_4.pt"), (), False, 2) == (("switch_2.pt",), ())

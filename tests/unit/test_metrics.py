@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pai_launch.supervise.metrics import RunMetrics
+from pai_launch.supervise.outputs.metrics import RunMetrics
 
 pytestmark = pytest.mark.timeout(30)
 

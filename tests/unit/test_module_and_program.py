@@ -11,9 +11,9 @@ import pytest
 
 from pai_launch.agent import generation, warmpool
 from pai_launch.cli import scriptfile, specbuilder
-from pai_launch.core.spec import MODULE, PROGRAM, SCRIPT, LaunchSpec, PreflightError
 from pai_launch.forkserver import worker_main
-from pai_launch.supervise import plan
+from pai_launch.placement.spec import MODULE, PROGRAM, SCRIPT, LaunchSpec, PreflightError
+from pai_launch.supervise.job import plan
 from pai_launch.wire import log_events
 from tests.unit.test_specbuilder import host, typed
 

@@ -19,9 +19,9 @@ PROCESS_STATE = {
     ("agent/teardown.py", "_grace"): "the grace patched into torch's classes is process-wide",
     ("agent/teardown.py", "_patch_lock"): "guards that one process-wide patch",
     ("forkserver/server_hooks.py", "SERVER_THREADS"): "the forkserver's own thread count after its preload",
-    ("supervise/console.py", "_lock"): "the process's stdout and stderr are process-wide",
-    ("supervise/console.py", "_lost"): "which of the process's own streams failed",
-    ("supervise/console.py", "_listener"): "who hears of the process's own streams failing",
+    ("supervise/outputs/console.py", "_lock"): "the process's stdout and stderr are process-wide",
+    ("supervise/outputs/console.py", "_lost"): "which of the process's own streams failed",
+    ("supervise/outputs/console.py", "_listener"): "who hears of the process's own streams failing",
     ("wire/codec.py", "_PROTOCOL_OF"): "filled as message classes are defined (at import), read-only after",
 }
 MUTABLE_CALLS = {"set", "list", "dict", "deque", "defaultdict", "OrderedDict", "Event", "Lock", "RLock", "Condition",

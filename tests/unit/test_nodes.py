@@ -2,7 +2,7 @@
 
 import pytest
 
-from pai_launch.core.nodes import Nodes, NodesError, check, parse_endpoint, parse_nnodes
+from pai_launch.placement.nodes import Nodes, NodesError, check, parse_endpoint, parse_nnodes
 from pai_launch.wire import codec, storevalues
 from pai_launch.wire.crossnode import Beats, combine, gen_key, generation_rendezvous_id
 from pai_launch.wire.protocol import WorkerFailure

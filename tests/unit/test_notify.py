@@ -7,7 +7,7 @@ import uuid
 
 from pai_launch.core.machine import Phase, Policy, State
 from pai_launch.core.reports import phase_status
-from pai_launch.supervise.notify import Notifier, child_env
+from pai_launch.supervise.outputs.notify import Notifier, child_env
 
 
 def listen():

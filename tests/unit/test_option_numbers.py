@@ -9,9 +9,9 @@ import pytest
 from pai_launch.cli import declared, specbuilder, startup
 from pai_launch.cli import launch as cli
 from pai_launch.cli.preflight import preflight
-from pai_launch.core import seconds
-from pai_launch.core.nodes import Nodes
-from pai_launch.core.spec import LaunchSpec, PreflightError
+from pai_launch.placement import seconds
+from pai_launch.placement.nodes import Nodes
+from pai_launch.placement.spec import LaunchSpec, PreflightError
 
 pytestmark = pytest.mark.timeout(30)
 

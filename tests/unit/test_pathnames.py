@@ -1,6 +1,6 @@
 """Paths the user gives, against the file system's limits: one line naming the option and the fix."""
 
-from pai_launch.core import pathnames
+from pai_launch.placement import pathnames
 
 
 def test_a_name_longer_than_255_bytes_is_named_with_its_option_and_the_fix():

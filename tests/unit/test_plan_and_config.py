@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from pai_launch.cli.preflight import parse_gpu_list, preflight, visible_gpus
-from pai_launch.core.spec import LaunchSpec, PreflightError
-from pai_launch.supervise import plan
+from pai_launch.placement.spec import LaunchSpec, PreflightError
+from pai_launch.supervise.job import plan
 
 
 def spec(tmp_path, **overrides):
@@ -31,7 +31,7 @@ def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_
     import sys
 
     from pai_launch.core.observations import Role
-    from pai_launch.supervise.plain_process import PlainProcess
+    from pai_launch.supervise.children.plain_process import PlainProcess
 
     probe = "import os; print(sorted(k for k in os.environ if k in ('RANK', 'SLURM_PROCID', 'SLURM_JOB_ID', 'KEEP')))"
     base = {"RANK": "3", "SLURM_PROCID": "1", "SLURM_JOB_ID": "77", "KEEP": "1", "PATH": "/usr/bin:/bin"}
@@ -146,9 +146,9 @@ def test_preflight_checks_writability_with_the_real_access_call(tmp_path, monkey
 
 
 def test_the_option_checks_are_pure_and_run_before_the_machine_is_looked_at(tmp_path):
-    """core.options judges the options among themselves without touching the disk: a spec whose script and folders
+    """placement.options judges the options among themselves without touching the disk: a spec whose script and folders
     do not exist passes it, and preflight reports an option problem before a missing script."""
-    from pai_launch.core import options
+    from pai_launch.placement import options
 
     gone = tmp_path / "nowhere"
 

@@ -1,7 +1,7 @@
-"""The platform pai-launch runs on, told apart by its own variables (core.platforms), and what it says of this node's
-place; then the same through the spec builder, where the command line, PAI_LAUNCH_* and PET_* win. Each platform's
-variables are the ones it sets (Kubeflow's training operator and Trainer, Volcano's plugins, SageMaker's training
-toolkit, Azure Machine Learning, SkyPilot's task runner). Pure: no process."""
+"""The platform pai-launch runs on, told apart by its own variables (placement.platforms), and what it says of this
+node's place; then the same through the spec builder, where the command line, PAI_LAUNCH_* and PET_* win. Each
+platform's variables are the ones it sets (Kubeflow's training operator and Trainer, Volcano's plugins, SageMaker's
+training toolkit, Azure Machine Learning, SkyPilot's task runner). Pure: no process."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from pai_launch.cli import specbuilder
 from pai_launch.cli.specbuilder import build
-from pai_launch.core import platforms
-from pai_launch.core.platforms import PlatformError, detect
-from pai_launch.core.spec import PreflightError
+from pai_launch.placement import platforms
+from pai_launch.placement.platforms import PlatformError, detect
+from pai_launch.placement.spec import PreflightError
 from tests.unit.test_cli import launched, run  # noqa: F401 - the launch command with its run faked
 from tests.unit.test_specbuilder import typed
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pai_launch.linux import privatedir
-from pai_launch.supervise.proctable import ProcessTable
+from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.wire import failure_causes
 from tests.helpers import REPO, pid_is_live, wait_until
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from types import SimpleNamespace
 
-from pai_launch.supervise.proctable import ProcessTable
+from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.wire.protocol import GenerationRequest
 
 

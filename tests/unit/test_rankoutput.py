@@ -1,4 +1,4 @@
-"""Which ranks' output reaches the console (core.rankoutput), from torchrun's --redirects, --tee and
+"""Which ranks' output reaches the console (placement.rankoutput), from torchrun's --redirects, --tee and
 --local-ranks-filter, and the relay that leaves the muted streams in their files. Pure: no process."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 
 from pai_launch.agent.relay import LogRelay
 from pai_launch.cli.specbuilder import build
-from pai_launch.core import rankoutput
-from pai_launch.core.spec import PreflightError
-from pai_launch.supervise import plan
+from pai_launch.placement import rankoutput
+from pai_launch.placement.spec import PreflightError
+from pai_launch.supervise.job import plan
 from tests.unit.test_relay import Logs
 from tests.unit.test_specbuilder import host, typed
 
@@ -71,8 +71,8 @@ def test_the_relay_leaves_muted_streams_in_their_files(tmp_path):
 def test_a_local_rank_this_machine_does_not_run_is_refused():
     import pytest
 
-    from pai_launch.core.rankoutput import muted
-    from pai_launch.core.spec import PreflightError
+    from pai_launch.placement.rankoutput import muted
+    from pai_launch.placement.spec import PreflightError
 
     with pytest.raises(PreflightError, match=r"--local-ranks-filter '7' names local rank 7, but this machine runs 2 "
                                              r"worker\(s\), local ranks 0..1"):
@@ -85,8 +85,8 @@ def test_a_local_rank_this_machine_does_not_run_is_refused():
 def test_a_rank_named_twice_is_refused_not_silently_overridden():
     import pytest
 
-    from pai_launch.core.rankoutput import parse_streams
-    from pai_launch.core.spec import PreflightError
+    from pai_launch.placement.rankoutput import parse_streams
+    from pai_launch.placement.spec import PreflightError
 
     with pytest.raises(PreflightError, match=r"-r '0:1,0:2' names local rank 0 twice: give each rank once"):
         parse_streams("-r", "0:1,0:2")

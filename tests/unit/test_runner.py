@@ -11,9 +11,9 @@ import tempfile
 import time
 
 from pai_launch.core.observations import SignalReceived
-from pai_launch.core.spec import LaunchSpec
-from pai_launch.supervise.runner import Runner
-from pai_launch.supervise.session import SaveSession
+from pai_launch.placement.spec import LaunchSpec
+from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.loop.runner import Runner
 from tests.helpers import FAKE_TRAINER, events_file, json_events
 
 
@@ -62,7 +62,7 @@ def test_every_action_the_machine_can_ask_for_has_one_executor_in_the_table():
     from typing import get_args
 
     from pai_launch.core.actions import Action, Finish
-    from pai_launch.supervise import runner
+    from pai_launch.supervise.loop import runner
 
     assert set(runner.EXECUTORS) == set(get_args(Action)) - {Finish}
     assert runner.missing_executors() == []

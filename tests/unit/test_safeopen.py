@@ -117,7 +117,7 @@ def test_waiting_for_a_file_to_show_never_blocks_on_a_pipe_in_its_place(tmp_path
 
 
 def test_a_directory_where_the_lock_belongs_is_named_as_one_not_as_a_permission_problem(tmp_path):
-    from pai_launch.supervise.savefolder import folder_error
+    from pai_launch.supervise.folder.savefolder import folder_error
 
     (tmp_path / "lock.node0").mkdir()
     message = folder_error(tmp_path, IsADirectoryError(21, "Is a directory", str(tmp_path / "lock.node0")))

@@ -9,11 +9,11 @@ import os
 import sys
 from pathlib import Path
 
-from pai_launch.core.spec import LaunchSpec
 from pai_launch.core.state import Phase, State
-from pai_launch.supervise.logs import EventsFile
-from pai_launch.supervise.savefolder import INIT_RUN, removed_message
-from pai_launch.supervise.session import SaveSession
+from pai_launch.placement.spec import LaunchSpec
+from pai_launch.supervise.folder.savefolder import INIT_RUN, removed_message
+from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.outputs.logs import EventsFile
 from tests.helpers import FAKE_TRAINER
 
 

@@ -12,7 +12,7 @@ from pai_launch.core.actions import Finish, KillRun, SignalRun
 from pai_launch.core.events import Began, GenerationEnded, InitExited, Tick
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.observations import SignalReceived
-from pai_launch.supervise.signals import HANDLED, thread_stacks
+from pai_launch.supervise.children.signals import HANDLED, thread_stacks
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from pai_launch.core import exitcodes, platforms
+from pai_launch.core import exitcodes
+from pai_launch.placement import platforms
 from tests.k8s import parse_args
 from tests.skypilot import NODE_IP, launch_args, load_task, node_envs, run_commands
 

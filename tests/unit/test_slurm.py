@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from pai_launch.core.slurm import SlurmAllocation, SlurmError, expand_nodelist, from_env
+from pai_launch.placement.slurm import SlurmAllocation, SlurmError, expand_nodelist, from_env
 
 
 def job_env(**overrides: str | None) -> dict[str, str]:
@@ -389,7 +389,7 @@ def test_every_environment_error_says_how_to_fix_it():
 
 
 def test_under_srun_the_job_steps_nodes_are_the_ones_that_count():
-    from pai_launch.core.slurm import from_env
+    from pai_launch.placement.slurm import from_env
 
     env = {"SLURM_JOB_ID": "5", "SLURM_JOB_NUM_NODES": "4", "SLURM_JOB_NODELIST": "n[1-4]", "SLURM_NODEID": "1",
            "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NODELIST": "n[3-4]"}

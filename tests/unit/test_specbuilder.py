@@ -7,7 +7,7 @@ import pytest
 
 from pai_launch.cli import launch as cli
 from pai_launch.cli.specbuilder import CommandLine, Host, build
-from pai_launch.core.spec import SHARED_FS_SETTLE, PreflightError, policy_for
+from pai_launch.placement.spec import SHARED_FS_SETTLE, PreflightError, policy_for
 
 #: The launch command's parameters that are not options.
 NOT_OPTIONS = ("ctx", "print_completion", "version")

@@ -10,7 +10,7 @@ from pai_launch.core.observations import SignalReceived
 from pai_launch.core.reports import generation_end
 from pai_launch.status.events import history
 from pai_launch.status.model import FAILED, STOPPED
-from pai_launch.supervise.metrics import RunMetrics
+from pai_launch.supervise.outputs.metrics import RunMetrics
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
 KEY_ERROR = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nKeyError: 'best_mean_score_imp'\n"

@@ -14,7 +14,7 @@ from pai_launch.cli import launch as cli
 from pai_launch.cli.torchrun_flags import from_env, rewrite, translate
 from pai_launch.cli.torchrun_table import POSITIONAL, TORCHRUN, TorchrunFlagError
 from pai_launch.core import exitcodes
-from pai_launch.supervise import plan
+from pai_launch.supervise.job import plan
 from pai_launch.wire import log_events
 from tests.unit.test_cli import launched, run  # noqa: F401 - the launch command with its run faked
 

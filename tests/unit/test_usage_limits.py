@@ -10,10 +10,11 @@ from pai_launch import entry
 from pai_launch.cli import launch as cli
 from pai_launch.cli import specbuilder, startup
 from pai_launch.cli.preflight import preflight
-from pai_launch.core.spec import LaunchSpec, PreflightError
 from pai_launch.linux import capacity
+from pai_launch.placement.spec import LaunchSpec, PreflightError
 from pai_launch.savefmt import savedir
-from pai_launch.supervise import logspace, plan
+from pai_launch.supervise.folder import logspace
+from pai_launch.supervise.job import plan
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -22,8 +22,8 @@ except ImportError:  # pragma: no cover - older typer on top of click
 from pai_launch import __version__
 from pai_launch.cli import launch, specbuilder
 from pai_launch.cli.preflight import visible_gpus
-from pai_launch.core import options, slurm
 from pai_launch.envreport import hostfacts, interpreter
+from pai_launch.placement import options, slurm
 from pai_launch.wire.errors import LaunchError
 
 #: Bumped when a key is removed or changes meaning (new keys may appear at any time).

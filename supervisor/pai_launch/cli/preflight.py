@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pai_launch.cli import scriptfile
-from pai_launch.core import options
-from pai_launch.core.spec import LaunchSpec, PreflightError
 from pai_launch.linux import capacity
+from pai_launch.placement import options
+from pai_launch.placement.spec import LaunchSpec, PreflightError
 from pai_launch.savefmt import savedir
 
 NVIDIA_PROC_DIR = Path("/proc/driver/nvidia/gpus")
@@ -64,8 +64,8 @@ def default_nproc(visible: tuple[str, ...]) -> int:
 def preflight(spec: LaunchSpec, *, chosen_nproc: int | None, env: dict[str, str], physical: int,
               open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
     """Raise PreflightError for the first problem found; touch nothing: the options among themselves first (pure,
-    core.options; `chosen_nproc` as there), then against this machine. `open_files` reads the open-files limit (None:
-    unlimited)."""
+    placement.options; `chosen_nproc` as there), then against this machine. `open_files` reads the open-files limit
+    (None: unlimited)."""
     options.check(spec, chosen_nproc=chosen_nproc)
     check_machine(spec, env=env, physical=physical, open_files=open_files)
 

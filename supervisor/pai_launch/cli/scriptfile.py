@@ -11,7 +11,7 @@ import sys
 from importlib.machinery import PathFinder
 from pathlib import Path
 
-from pai_launch.core.spec import MODULE, PROGRAM, LaunchSpec, PreflightError
+from pai_launch.placement.spec import MODULE, PROGRAM, LaunchSpec, PreflightError
 
 
 def python_file(spec: LaunchSpec) -> Path | None:

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pai_launch.cli.preflight import default_nproc, parse_gpu_list, physical_gpu_count, visible_gpus
-from pai_launch.core import joboptions, rankoutput, slurm
-from pai_launch.core.spec import (
+from pai_launch.linux import capacity
+from pai_launch.placement import joboptions, rankoutput, slurm
+from pai_launch.placement.spec import (
     DEFAULT_MAX_FAILURES,
     DEFAULT_SAVE_NAME,
     MODULE,
@@ -26,7 +27,6 @@ from pai_launch.core.spec import (
     PreflightError,
     default_fs_settle,
 )
-from pai_launch.linux import capacity
 from pai_launch.wire import lineprefix, log_events
 
 #: --nproc's words, as torchrun's --nproc-per-node takes them: every visible GPU; the GPUs, else every CPU; every CPU.
@@ -229,7 +229,7 @@ def _place_options(typed: CommandLine, host: Host, nproc: int | None) -> jobopti
 
 
 def _muted(typed: CommandLine, nproc: int) -> tuple[tuple[int, str], ...]:
-    """The ranks' streams kept off the console (core.rankoutput); a stream redirected needs a folder to keep it."""
+    """The ranks' streams kept off the console (placement.rankoutput); a stream redirected needs a folder to keep it."""
     muted = rankoutput.muted(nproc, typed.redirects, typed.tee, typed.local_ranks_filter)
     if rankoutput.redirects_any(typed.redirects) and typed.log_dir is None:
         raise PreflightError(f"--redirects {typed.redirects} keeps output off the console, in files that last only as "

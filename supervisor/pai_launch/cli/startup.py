@@ -10,11 +10,12 @@ import time
 
 from pai_launch.cli import scriptfile
 from pai_launch.core import exitcodes
-from pai_launch.core.spec import MODULE, LaunchSpec
 from pai_launch.doctor.budget import Deadline, OutOfTime
 from pai_launch.linux import capacity
+from pai_launch.placement.spec import MODULE, LaunchSpec
 from pai_launch.savefmt import adoptions, savedir
-from pai_launch.supervise import logs, plan
+from pai_launch.supervise.job import plan
+from pai_launch.supervise.outputs import logs
 from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
 
@@ -26,10 +27,10 @@ DOCTOR_BUDGET_S = 5.0
 def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue,
                notes: list[tuple[str, dict]] = ()) -> int:
     """`notes`: warnings the run starts with besides the script check's (how torchrun's options were read)."""
-    from pai_launch.supervise.coordination import open_job
-    from pai_launch.supervise.runner import Runner
-    from pai_launch.supervise.savefolder import move_aside, resolve_adoption
-    from pai_launch.supervise.session import SaveSession
+    from pai_launch.supervise.children.coordination import open_job
+    from pai_launch.supervise.folder.savefolder import move_aside, resolve_adoption
+    from pai_launch.supervise.folder.session import SaveSession
+    from pai_launch.supervise.loop.runner import Runner
 
     log = logs.make_logger(spec.log_format)
     try:

@@ -17,7 +17,8 @@ try:  # recent typer carries its own copy of click
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import UsageError
 
-from pai_launch.core import exitcodes, pathnames, seconds
+from pai_launch.core import exitcodes
+from pai_launch.placement import pathnames, seconds
 
 tools = typer.Typer(
     add_completion=False,

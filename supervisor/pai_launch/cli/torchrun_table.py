@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from pai_launch.core import seconds
+from pai_launch.placement import seconds
 from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
 
@@ -127,7 +127,7 @@ def _master(given: Given) -> Output:
 #: torchrun's static rendezvous defaults.
 DEFAULT_MASTER_ADDR = "127.0.0.1"
 DEFAULT_MASTER_PORT = 29500
-#: The rendezvous backends whose meaning pai-launch keeps (core.joboptions.BACKENDS), read by --rdzv-backend.
+#: The rendezvous backends whose meaning pai-launch keeps (placement.joboptions.BACKENDS), read by --rdzv-backend.
 BACKENDS = ("c10d", "static")
 
 

@@ -14,7 +14,7 @@ from pai_launch.wire.errors import (  # noqa: F401 - re-exported: the supervisor
     USAGE,
 )
 
-#: The signals pai-launch handles (supervise.signals installs the handlers; --requeue-on picks among them).
+#: The signals pai-launch handles (supervise.children.signals installs the handlers; --requeue-on picks among them).
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 TABLE = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import posixpath
 
-from pai_launch.core import pathnames, seconds
-from pai_launch.core.spec import (
+from pai_launch.placement import pathnames, seconds
+from pai_launch.placement.spec import (
     LOG_FORMATS,
     MODULE,
     PROGRAM,

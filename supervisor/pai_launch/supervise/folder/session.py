@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from pai_launch.core.spec import IN_PROCESS, LaunchSpec
 from pai_launch.core.state import Phase, State
+from pai_launch.placement.spec import IN_PROCESS, LaunchSpec
 from pai_launch.savefmt import adoptions, checkpoint, safeopen, savedir, statedir
 from pai_launch.savefmt.locks import SaveFolderLock
 from pai_launch.savefmt.record import (
@@ -26,10 +26,10 @@ from pai_launch.savefmt.record import (
     fingerprint,
     fingerprint_differences,
 )
-from pai_launch.supervise import plan
-from pai_launch.supervise.logs import EventsFile
-from pai_launch.supervise.savefolder import SaveFolderError, folder_error, folder_identity, removed_message
-from pai_launch.supervise.watcher import SaveFolderWatcher
+from pai_launch.supervise.folder.savefolder import SaveFolderError, folder_error, folder_identity, removed_message
+from pai_launch.supervise.folder.watcher import SaveFolderWatcher
+from pai_launch.supervise.job import plan
+from pai_launch.supervise.outputs.logs import EventsFile
 
 
 class SaveSession:

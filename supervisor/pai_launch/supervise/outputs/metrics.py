@@ -21,7 +21,7 @@ from pai_launch import __version__
 from pai_launch.core import health
 from pai_launch.savefmt import savedir
 from pai_launch.savefmt.pai_files import folder_facts
-from pai_launch.supervise import httpserve
+from pai_launch.supervise.outputs import httpserve
 from pai_launch.wire import log_events
 
 #: Seconds from a generation's end to the next one's workers training (backoff and worker start-up included).

@@ -4,7 +4,7 @@ count, this node's rank, node 0's address. Pure: the environment (and the host's
 Each platform is recognised by variables only it sets, and its values are read as it means them. RANK and WORLD_SIZE
 are node values only where the platform is known to set them so (a Kubeflow PyTorchJob's pod index and count, a
 Volcano job's); anywhere else they may be a process's rank under another launcher and are never read. Like Slurm's
-(core.slurm), these are defaults: the command line, PAI_LAUNCH_* and torchrun's PET_* win, and the caller applies them.
+(slurm), these are defaults: the command line, PAI_LAUNCH_* and torchrun's PET_* win, and the caller applies them.
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from pai_launch.core import exitcodes
 from pai_launch.core.events import JobStopSeen, JobStoreLost
-from pai_launch.core.nodes import Nodes
 from pai_launch.core.observations import SignalReceived
 from pai_launch.core.state import STOP_SIGNALS
 from pai_launch.linux import procs
-from pai_launch.supervise import plan
-from pai_launch.supervise.threads import start_guarded
+from pai_launch.placement.nodes import Nodes
+from pai_launch.supervise.children.threads import start_guarded
+from pai_launch.supervise.job import plan
 from pai_launch.wire import codec, crossnode, jobsecret, storevalues
 from pai_launch.wire.errors import LaunchError
 from pai_launch.wire.storepipe import (
@@ -266,7 +266,7 @@ def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue):
     """Multi-node, before this node takes anything: node 0 serves the job's store; another node checks the job
     against it, takes node 0's run id and the job's secret, and keeps watching the store. Returns the spec (with
     the secret) and the Job (None on one machine). JobSetupError: one line, exit 2."""
-    from pai_launch.supervise.notify import child_env
+    from pai_launch.supervise.outputs.notify import child_env
 
     nodes = spec.nodes
     if not nodes.multi:

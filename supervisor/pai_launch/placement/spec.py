@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pai_launch.core.nodes import Nodes
 from pai_launch.core.state import Policy
+from pai_launch.placement.nodes import Nodes
 from pai_launch.savefmt.adoptions import Adoption
 from pai_launch.wire.errors import LaunchError
 

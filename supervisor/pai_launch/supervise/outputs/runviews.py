@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.savefmt.pai_files import folder_facts
-from pai_launch.supervise import liveline, logs
+from pai_launch.supervise.outputs import liveline, logs
 from pai_launch.wire import log_events
 
 
@@ -41,7 +41,7 @@ class RunViews:
         #: The live status line, when there is one: the run's children write their output through it.
         self.line: liveline.LiveLine | None = None
         if spec.metrics_port is not None:
-            from pai_launch.supervise.metrics import RunMetrics
+            from pai_launch.supervise.outputs.metrics import RunMetrics
 
             self.metrics = RunMetrics(save_dir, node=spec.nodes.node_rank if spec.nodes.multi else None,
                                       max_failures=spec.max_failures)

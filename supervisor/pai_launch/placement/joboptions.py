@@ -1,5 +1,5 @@
 """Where a run sits among machines: the multi-node options, filled in from the Slurm allocation pai-launch runs in or
-else the platform it runs on (core.platforms; explicit options win), this node's rank found from its host name where
+else the platform it runs on (platforms; explicit options win), this node's rank found from its host name where
 the rendezvous is c10d's and no rank is given, and the --requeue-on signal. Pure: environment in, values or a one-line
 error out."""
 
@@ -8,8 +8,9 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from pai_launch.core import exitcodes, nodes, platforms, slurm
-from pai_launch.core.spec import PreflightError
+from pai_launch.core import exitcodes
+from pai_launch.placement import nodes, platforms, slurm
+from pai_launch.placement.spec import PreflightError
 from pai_launch.wire.errors import LaunchError
 
 #: --rdzv-backend's values: static (a node without a rank is node 0, as torchrun's static rendezvous has it) and c10d

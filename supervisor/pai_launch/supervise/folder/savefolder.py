@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.savefmt import adoptions, safeopen
 from pai_launch.savefmt.locks import SaveFolderLock
 from pai_launch.wire.errors import SAVE_FOLDER, LaunchError

@@ -25,10 +25,11 @@ import psutil
 from pai_launch.core.observations import Role
 from pai_launch.core.state import STOP_SIGNALS
 from pai_launch.linux import privatedir, procs
-from pai_launch.supervise import liveline, plan
-from pai_launch.supervise.agent_process import Agent
-from pai_launch.supervise.plain_process import PlainProcess
-from pai_launch.supervise.plan import Command
+from pai_launch.supervise.children.agent_process import Agent
+from pai_launch.supervise.children.plain_process import PlainProcess
+from pai_launch.supervise.job import plan
+from pai_launch.supervise.job.plan import Command
+from pai_launch.supervise.outputs import liveline
 from pai_launch.wire.protocol import GenerationRequest, StopJob
 
 FINAL_SWEEP_TIMEOUT = 2.0

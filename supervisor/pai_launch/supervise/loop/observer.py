@@ -43,13 +43,14 @@ from pai_launch.core.observations import (
     ThreadFailed,
 )
 from pai_launch.core.reports import dendrite_verdict, generation_end
-from pai_launch.core.spec import IN_PROCESS
+from pai_launch.placement.spec import IN_PROCESS
 from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_facts, folder_limit
-from pai_launch.supervise import logspace, signals
-from pai_launch.supervise.notify import Notifier
-from pai_launch.supervise.proctable import ProcessTable
-from pai_launch.supervise.session import SaveSession
+from pai_launch.supervise.children import signals
+from pai_launch.supervise.children.proctable import ProcessTable
+from pai_launch.supervise.folder import logspace
+from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.outputs.notify import Notifier
 from pai_launch.wire import failure_causes, log_events
 from pai_launch.wire.errors import LaunchError
 from pai_launch.wire.protocol import AgentReady

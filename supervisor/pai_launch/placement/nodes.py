@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pai_launch.core import seconds
+from pai_launch.placement import seconds
 from pai_launch.wire.errors import LaunchError
 
 DEFAULT_PORT = 29400

@@ -8,7 +8,7 @@ torchrun's values: 0 nothing, 1 stdout, 2 stderr, 3 both, for every local rank (
 
 from __future__ import annotations
 
-from pai_launch.core.spec import PreflightError
+from pai_launch.placement.spec import PreflightError
 
 #: torchrun's Std values: which streams each names.
 STREAMS = {0: (), 1: ("stdout",), 2: ("stderr",), 3: ("stdout", "stderr")}

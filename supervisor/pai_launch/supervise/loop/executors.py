@@ -19,8 +19,9 @@ from pai_launch.core.events import (
 from pai_launch.core.observations import Role
 from pai_launch.savefmt import adoptions, savedir
 from pai_launch.savefmt.record import StateError
-from pai_launch.supervise import logspace, plan
-from pai_launch.supervise.savefolder import INIT_RUN, SaveFolderError
+from pai_launch.supervise.folder import logspace
+from pai_launch.supervise.folder.savefolder import INIT_RUN, SaveFolderError
+from pai_launch.supervise.job import plan
 from pai_launch.wire import crossnode, log_events, storevalues
 from pai_launch.wire.protocol import StopJob
 

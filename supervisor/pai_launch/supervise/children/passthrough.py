@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from pai_launch.supervise import liveline
+from pai_launch.supervise.outputs import liveline
 
 #: The most of one line the pass-through holds at once: a longer one goes out in pieces of this size.
 LINE_LIMIT = 1 << 20

@@ -19,17 +19,19 @@ from pai_launch.core import exitcodes, machine
 from pai_launch.core.actions import Action, Finish
 from pai_launch.core.events import Began, Resumed, SaveFolderLost, Tick
 from pai_launch.core.reports import phase_status
-from pai_launch.core.spec import LaunchSpec, policy_for
+from pai_launch.placement.spec import LaunchSpec, policy_for
 from pai_launch.savefmt import savedir
 from pai_launch.savefmt.record import StateError
-from pai_launch.supervise import console, coordination, logs, plan
-from pai_launch.supervise.agent_process import AGENT_SLOW_START, AGENT_SLOW_START_TEST_ENV, slow_start_due
-from pai_launch.supervise.executors import ActionExecutors
-from pai_launch.supervise.notify import Notifier, child_env
-from pai_launch.supervise.observer import InternalError, Observer
-from pai_launch.supervise.proctable import ProcessTable
-from pai_launch.supervise.runviews import RunViews
-from pai_launch.supervise.session import SaveSession
+from pai_launch.supervise.children import coordination
+from pai_launch.supervise.children.agent_process import AGENT_SLOW_START, AGENT_SLOW_START_TEST_ENV, slow_start_due
+from pai_launch.supervise.children.proctable import ProcessTable
+from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.job import plan
+from pai_launch.supervise.loop.executors import ActionExecutors
+from pai_launch.supervise.loop.observer import InternalError, Observer
+from pai_launch.supervise.outputs import console, logs
+from pai_launch.supervise.outputs.notify import Notifier, child_env
+from pai_launch.supervise.outputs.runviews import RunViews
 from pai_launch.wire import jobsecret, log_events
 
 TICK = 0.2
@@ -255,7 +257,8 @@ def missing_executors(runner: type = Runner) -> list[str]:
 
 
 if missing_executors():
-    raise ImportError(f"supervise.runner: no executor for {', '.join(missing_executors())}: add Runner.execute_<Action>")
+    raise ImportError(f"supervise.loop.runner: no executor for {', '.join(missing_executors())}: "
+                      "add Runner.execute_<Action>")
 
 
 def seconds_from(text: str | None, default: float) -> float:

@@ -25,8 +25,10 @@ from pai_launch.core.observations import (
     AgentStarted,
     AgentTookRequest,
 )
-from pai_launch.supervise import liveline, passthrough, plan
-from pai_launch.supervise.threads import Report, start_guarded
+from pai_launch.supervise.children import passthrough
+from pai_launch.supervise.children.threads import Report, start_guarded
+from pai_launch.supervise.job import plan
+from pai_launch.supervise.outputs import liveline
 from pai_launch.wire import codec
 from pai_launch.wire.protocol import (
     REPORTS,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pai_launch
-from pai_launch.core.spec import IN_PROCESS, MODULE, PROGRAM, LaunchSpec
+from pai_launch.placement.spec import IN_PROCESS, MODULE, PROGRAM, LaunchSpec
 from pai_launch.wire.protocol import GenerationRequest, NodeRequest
 
 RUN_ID_ENV = "PAI_LAUNCH_RUN_ID"

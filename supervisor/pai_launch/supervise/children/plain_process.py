@@ -14,9 +14,10 @@ import time
 
 from pai_launch.core.observations import ProcessExited, Role
 from pai_launch.linux import procs
-from pai_launch.supervise import liveline, passthrough
-from pai_launch.supervise.plan import Command
-from pai_launch.supervise.threads import Report, start_guarded
+from pai_launch.supervise.children import passthrough
+from pai_launch.supervise.children.threads import Report, start_guarded
+from pai_launch.supervise.job.plan import Command
+from pai_launch.supervise.outputs import liveline
 
 TAIL_LINES = 20
 
