@@ -9,7 +9,7 @@ import pytest
 import typer
 
 from pai_launch import entry
-from pai_launch.cli import completion, specbuilder
+from pai_launch.cli import completion, optionvalues, specbuilder
 from pai_launch.cli import launch as cli
 from pai_launch.cli.torchrun_flags import from_env, rewrite, translate
 from pai_launch.cli.torchrun_table import POSITIONAL, TORCHRUN, TorchrunFlagError
@@ -231,9 +231,9 @@ def test_nproc_words_count_the_visible_gpus_or_the_cpus(launched, monkeypatch, w
 
 
 def test_nproc_words_are_parsed_then_counted():
-    assert specbuilder.parse_nproc("GPU") == "gpu" and specbuilder.parse_nproc("3") == 3
+    assert optionvalues.parse_nproc("GPU") == "gpu" and optionvalues.parse_nproc("3") == 3
     with pytest.raises(ValueError, match="not a number of workers"):
-        specbuilder.parse_nproc("xpu")
+        optionvalues.parse_nproc("xpu")
     assert specbuilder.resolve_nproc("gpu", ("0", "1"), 8) == 2
     assert specbuilder.resolve_nproc("auto", ("0",), 8) == 1
     assert specbuilder.resolve_nproc("auto", (), 8) == 8

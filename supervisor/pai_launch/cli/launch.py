@@ -8,6 +8,7 @@ with every process we started stopped, never a bare traceback.
 
 from __future__ import annotations
 
+import inspect
 import os
 import queue
 import sys
@@ -51,57 +52,10 @@ app = typer.Typer(
 )
 
 
-@app.command(epilog=EPILOG)
-def launch(
-    ctx: typer.Context,
-    script: declared.Script,
-    script_args: declared.ScriptArgs = None,
-    module: declared.Module = False,
-    no_python: declared.NoPython = False,
-    nproc: declared.Nproc = None,
-    save_name: declared.SaveName = None,
-    gpus: declared.Gpus = None,
-    grace: declared.Grace = 30.0,
-    log_format: declared.LogFormat = "auto",
-    log_dir: declared.LogDir = None,
-    redirects: declared.Redirects = "0",
-    tee: declared.Tee = "0",
-    local_ranks_filter: declared.LocalRanksFilter = "",
-    log_line_prefix_template: declared.LogLinePrefixTemplate = None,
-    poll: declared.Poll = False,
-    reinit: declared.Reinit = False,
-    data_parallel: declared.DataParallel = False,
-    dry_run: declared.DryRun = False,
-    max_failures: declared.MaxFailures = None,
-    max_dendrites: declared.MaxDendrites = None,
-    max_generations: declared.MaxGenerations = None,
-    backoff: declared.Backoff = 1.0,
-    backoff_max: declared.BackoffMax = 60.0,
-    stall_timeout: declared.StallTimeout = None,
-    nnodes: declared.Nnodes = None,
-    node_rank: declared.NodeRank = None,
-    rdzv_backend: declared.RdzvBackend = None,
-    rdzv_endpoint: declared.RdzvEndpoint = None,
-    rdzv_id: declared.RdzvId = None,
-    rdzv_timeout: declared.RdzvTimeout = nodes.DEFAULT_RDZV_TIMEOUT,
-    local_addr: declared.LocalAddr = None,
-    fs_settle: declared.FsSettle = None,
-    use_slurm: declared.UseSlurm = None,
-    requeue_on: declared.RequeueOn = None,
-    cold: declared.Cold = False,
-    preload: declared.Preload = None,
-    resume_from: declared.ResumeFrom = None,
-    restructure: declared.Restructure = "restart",
-    no_doctor: declared.NoDoctor = False,
-    metrics_port: declared.MetricsPort = None,
-    metrics_host: declared.MetricsHost = "127.0.0.1",
-    fresh: declared.Fresh = False,
-    print_completion: declared.PrintCompletion = None,
-    version: declared.Version = False,
-) -> int:
+def launch(ctx: typer.Context, **options) -> int:
     """Run PerforatedAI DistributedDataParallel training to completion: the init run, then one generation of
     workers per dendrite restructure, relaunched with --pai_load_folder until SAVE/.training_complete appears."""
-    typed = specbuilder.CommandLine.of(locals())  # first: the parameters alone, as typer converted them
+    typed = specbuilder.CommandLine.of(options)
     invocation: Invocation = ctx.obj  # from run_command_line
     host = specbuilder.Host.here()
     try:
@@ -121,6 +75,13 @@ def launch(
 
     return launch_run(built.spec, host.env, built.visible, invocation.inbox,
                       [*invocation.torchrun.notes, *pet.notes, *built.notes])
+
+
+#: typer reads the options from the command's signature: the declarations' own, after typer's context.
+launch.__signature__ = inspect.Signature(
+    [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+     *declared.parameters()], return_annotation=int)
+app.command(epilog=EPILOG)(launch)
 
 
 def _used_from_environment(ctx: typer.Context, pet: torchrun_flags.Read) -> torchrun_flags.Read:

@@ -11,9 +11,10 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
+from pai_launch.cli import declared
 from pai_launch.cli.preflight import default_nproc, parse_gpu_list, physical_gpu_count, visible_gpus
 from pai_launch.linux import capacity
 from pai_launch.placement import joboptions, rankoutput, slurm
@@ -29,66 +30,16 @@ from pai_launch.placement.spec import (
 )
 from pai_launch.wire import lineprefix, log_events
 
-#: --nproc's words, as torchrun's --nproc-per-node takes them: every visible GPU; the GPUs, else every CPU; every CPU.
-NPROC_WORDS = ("gpu", "auto", "cpu")
+
+def _of(cls, parameters: Mapping[str, object]) -> CommandLine:
+    """The options among a command's parameters; the others (typer's context, --version) are left out."""
+    return cls(**{option.name: parameters[option.name] for option in declared.TYPED})
 
 
-@dataclass(frozen=True)
-class CommandLine:
-    """The launch options as typer parsed them (from the command line or PAI_LAUNCH_<NAME>); None: not given.
-
-    Each field is named as the launch command's parameter for it: the command's declarations are the one place its
-    options and their defaults are written.
-    """
-
-    script: str
-    script_args: list[str] | None
-    module: bool
-    no_python: bool
-    #: A number, or one of NPROC_WORDS (resolved against the machine by `build`).
-    nproc: int | str | None
-    save_name: str | None
-    gpus: str | None
-    grace: float
-    log_format: str
-    log_dir: Path | None
-    redirects: str
-    tee: str
-    local_ranks_filter: str
-    log_line_prefix_template: str | None
-    poll: bool
-    reinit: bool
-    data_parallel: bool
-    dry_run: bool
-    max_failures: int | None
-    max_dendrites: int | None
-    max_generations: int | None
-    backoff: float
-    backoff_max: float
-    stall_timeout: float | None
-    nnodes: str | None
-    node_rank: int | None
-    rdzv_backend: str | None
-    rdzv_endpoint: str | None
-    rdzv_id: str | None
-    rdzv_timeout: float
-    local_addr: str | None
-    fs_settle: float | None
-    use_slurm: bool | None
-    requeue_on: str | None
-    cold: bool
-    preload: str | None
-    resume_from: str | None
-    restructure: str
-    no_doctor: bool
-    metrics_port: int | None
-    metrics_host: str
-    fresh: bool
-
-    @classmethod
-    def of(cls, parameters: Mapping[str, object]) -> CommandLine:
-        """The options among a command's parameters; the others (typer's context, --version) are left out."""
-        return cls(**{field.name: parameters[field.name] for field in fields(cls)})
+#: The launch options as typer parsed them (from the command line or PAI_LAUNCH_<NAME>); None: not given. A field for
+#: each option cli.declared declares, named as the launch command's parameter for it.
+CommandLine = make_dataclass("CommandLine", [(option.name, option.kind) for option in declared.TYPED], frozen=True,
+                             namespace={"of": classmethod(_of)})
 
 
 @dataclass(frozen=True)
@@ -126,16 +77,6 @@ class Built:
     from_platform: str | None = None
     #: Warnings the run starts with, as (event, fields).
     notes: list[tuple[str, dict]] = field(default_factory=list)
-
-
-def parse_nproc(text: str) -> int | str:
-    """--nproc as typed: a number, or one of NPROC_WORDS; ValueError (typer's "Invalid value") for anything else."""
-    word = text.strip().lower()
-    if word in NPROC_WORDS:
-        return word
-    if word.isascii() and word.lstrip("-").isdigit():
-        return int(word)
-    raise ValueError(f"{text!r} is not a number of workers: give N, gpu, auto or cpu")
 
 
 def resolve_nproc(given: int | str | None, visible: tuple[str, ...], cpus: int) -> int | None:
@@ -179,33 +120,21 @@ def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: j
           nproc: int) -> LaunchSpec:
     allocation = place.allocation
     return LaunchSpec(
+        **as_typed(typed),
         script=Path(typed.script),
         script_text=typed.script,
         workdir=host.workdir,
         python=host.python,
-        script_args=tuple(typed.script_args or ()),
         runs_as=runs_as(typed),
         nproc=nproc,
         save_name=DEFAULT_SAVE_NAME if typed.save_name is None else typed.save_name,
         adopt_save_folder=typed.save_name is None,
         gpus=gpus,
-        grace=typed.grace,
-        log_format=typed.log_format,
         log_dir=None if typed.log_dir is None else (host.workdir / typed.log_dir).resolve(),
         muted=_muted(typed, nproc),
         line_prefix_template=_line_prefix_template(typed, host.env),
-        poll=typed.poll,
-        reinit=typed.reinit,
-        data_parallel=typed.data_parallel,
-        dry_run=typed.dry_run,
-        fresh=typed.fresh,
         max_failures=DEFAULT_MAX_FAILURES if typed.max_failures is None else typed.max_failures,
         retries_requested=typed.max_failures is not None,
-        max_dendrites=typed.max_dendrites,
-        max_generations=typed.max_generations,
-        backoff=typed.backoff,
-        backoff_max=typed.backoff_max,
-        stall_timeout=typed.stall_timeout,
         nodes=place.nodes,
         fs_settle=default_fs_settle(place.nodes, typed.poll) if typed.fs_settle is None else typed.fs_settle,
         requeue_on=place.requeue_on,
@@ -213,13 +142,13 @@ def _spec(typed: CommandLine, host: Host, gpus: tuple[str, ...] | None, place: j
         slurm_restart_count=allocation.restart_count if allocation else 0,
         slurm_step=allocation is not None and bool(host.env.get("SLURM_STEP_ID")),
         cold=typed.cold or typed.no_python,
-        preload=None if typed.preload is None else _module_names(typed.preload),
-        resume_from=typed.resume_from,
-        restructure=typed.restructure.strip().lower(),
-        doctor=not typed.no_doctor,
-        metrics_port=typed.metrics_port,
-        metrics_host=typed.metrics_host,
     )
+
+
+def as_typed(typed: CommandLine) -> dict[str, object]:
+    """The spec fields options fill as typed (or through their declared converter), by their declarations."""
+    return {option.fills: option.spec_value(getattr(typed, option.name)) for option in declared.TYPED
+            if option.fills != declared.RESOLVED}
 
 
 def _place_options(typed: CommandLine, host: Host, nproc: int | None) -> joboptions.PlaceOptions:
@@ -259,11 +188,6 @@ def _line_prefix_template(typed: CommandLine, env: Mapping[str, str]) -> str | N
     if why is not None:
         raise PreflightError(f"{name} {template!r}: {why}")
     return template
-
-
-def _module_names(text: str) -> tuple[str, ...]:
-    """--preload's comma-separated list; empty items are dropped, so "" preloads nothing."""
-    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _from_slurm(place: joboptions.Place) -> str | None:
