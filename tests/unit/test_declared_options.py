@@ -8,7 +8,7 @@ import pytest
 
 from pai_launch.cli import declared, specbuilder
 from pai_launch.cli import launch as cli
-from pai_launch.core.spec import LaunchSpec
+from pai_launch.placement.spec import LaunchSpec
 
 
 @pytest.mark.timeout(30)

@@ -15,7 +15,7 @@ import typer
 
 from pai_launch import __version__
 from pai_launch.cli import completion, optionvalues
-from pai_launch.core import nodes
+from pai_launch.placement import nodes
 
 
 def _version(value: bool) -> None:

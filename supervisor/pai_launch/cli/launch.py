@@ -28,7 +28,6 @@ from pai_launch.cli import completion, declared, specbuilder, torchrun_flags
 from pai_launch.cli.preflight import preflight
 from pai_launch.core import exitcodes
 from pai_launch.linux import procs
-from pai_launch.placement import nodes
 from pai_launch.wire.errors import LaunchError
 
 EPILOG = (
