@@ -27,7 +27,7 @@ import pytest
 
 from tests.helpers import REPO
 
-pytestmark = [pytest.mark.compat, pytest.mark.torch, pytest.mark.proc]
+pytestmark = pytest.mark.torch
 
 #: What the floor runs: the real example (cold, warm, in process), the signal and crash-recovery process
 #: tests, and --grace on torch's own stop of a failed generation's survivors.

@@ -19,7 +19,7 @@ import pytest
 from tests.container.conftest import PODMAN_RUN, podman
 from tests.helpers import REPO, json_events, wait_until
 
-pytestmark = [pytest.mark.proc, pytest.mark.torch, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.torch, pytest.mark.timeout(1200)]
 
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 #: What the image sets (ENV PAI_LAUNCH_GRACE) and what `podman stop -t` must stay above.

@@ -12,7 +12,7 @@ import yaml
 
 from tests.helpers import DOCS, REPO
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 
 def _nav_pages(entries) -> set[str]:

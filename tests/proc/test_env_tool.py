@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import FAKE_TRAINER, PYTHON, launch_env
 from tests.proc.test_supervisor_torch_free import AUDITED_ENTRY, REFUSED
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 STEP = {"SLURM_JOB_ID": "77", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_NODEID": "1",
         "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2", "SLURM_GPUS_ON_NODE": "2",

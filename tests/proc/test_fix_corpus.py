@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import REPO, docs_page, load_script
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 CORPUS = REPO / "tests" / "doctor_scripts" / "corpus"
 

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import launch_env, run_pai_launch
 from tests.k8s import Pod, image_env, node_pods, trainjob_pods
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def dry_run(pod: Pod, tmp_path):

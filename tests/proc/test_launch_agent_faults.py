@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import pid_is_live, wait_until
 from tests.proc.launch_files import generations, wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+pytestmark = pytest.mark.timeout(150)
 
 HOOKS = Path(__file__).with_name("preload_hooks")
 #: The hung-agent bound for these tests (PAI_LAUNCH_TEST_AGENT_SILENCE); pai-launch's own is 30 s.

@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import run_tool
 from tests.proc.launch_files import generations, make_resumable, quarantined, read_state
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 TAILS = Path(__file__).resolve().parents[1] / "failure_tails"
 

@@ -8,7 +8,7 @@ import pytest
 from pai_launch.status import gather as run_status
 from tests.unit.test_failure_causes import FAULTHANDLER_ABORT, RANK_UNSET
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 
 def test_a_buffer_size_mismatch_abort_is_named_in_the_log_the_reason_and_status(scene):

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import safetensors_bytes
 from tests.proc.launch_files import generations, make_resumable, quarantined
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 QUARANTINE_NAME = re.compile(r"^(switch_\d+\.pt)\.\d{8}-\d{6}(\.\d+)?$")
 

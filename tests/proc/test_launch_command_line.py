@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import FAKE_TRAINER
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 PREFLIGHT_ERRORS = {
     "missing_script": (["--nproc", "2"], "missing_train.py", [], "does not exist"),

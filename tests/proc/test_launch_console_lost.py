@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import FAKE_TRAINER, PYTHON, Launch, assert_all_gone, is_live, launch_env, wait_until
 from tests.proc.launch_files import read_events_file
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 FAULTY_LAUNCH = os.path.join(os.path.dirname(__file__), "faulty_launch.py")
 

@@ -6,7 +6,7 @@ import pytest
 
 from pai_launch.status import gather
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 
 def _generations(launch):

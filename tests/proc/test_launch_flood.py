@@ -10,7 +10,7 @@ import pytest
 
 from tests.proc.launch_files import wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 FLOOD_MB = 40
 #: What the agent may grow by while it relays 2 x FLOOD_MB: far below the backlog it would hold if it read it whole.

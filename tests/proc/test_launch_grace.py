@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import pid_is_live, wait_until
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+pytestmark = pytest.mark.timeout(150)
 
 TRAINER = Path(__file__).resolve().parent / "slow_stop_trainer.py"
 #: torch's own close() timeout, which the survivor's shutdown outlasts (45 s grace) or must never reach (2 s grace).

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import Launch, assert_all_gone
 from tests.proc.launch_files import read_events_file, read_state
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 FAULTY_LAUNCH = Path(__file__).with_name("faulty_launch.py")
 INTERNAL_ERROR = 70

@@ -16,7 +16,7 @@ import pytest
 from pai_launch.supervise.outputs.liveline import CLEAR
 from tests.helpers import FAKE_TRAINER, launch_env
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

@@ -33,7 +33,7 @@ from tests.helpers import (
 )
 from tests.proc.launch_files import make_resumable, state_dir
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 HOLD = ["--generations", "1", "--heartbeat", "0.1"]
 

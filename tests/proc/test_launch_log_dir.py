@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 MODES = {"warm": {}, "cold": {"PAI_LAUNCH_COLD": "1"}}
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import pai_launch
 from tests.proc.launch_files import wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import FAKE_TRAINER, PYTHON
 from tests.proc.test_warm_workers import PROBE, alike_reports
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 
 
 def test_a_modules_warm_workers_see_what_python_dash_m_gives_cold_ones(scene):

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import assert_all_gone, is_live, pid_is_live, wait_until
 from tests.proc.launch_files import wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 GONE_WITHIN_S = 2.0
 

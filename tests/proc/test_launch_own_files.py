@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import safetensors_bytes
 from tests.proc.launch_files import generations, make_resumable, quarantined, state_dir
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 
 def _one_error_line(launch) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 def _kept(logs) -> str:

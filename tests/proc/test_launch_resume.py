@@ -8,7 +8,7 @@ import pytest
 
 from tests.proc.launch_files import generations
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 #: Generation 1 trains (rank 0 rewrites latest.pt), then it fails; generation 2 completes the run.
 CRASH_IN_GENERATION_1 = ["--heartbeat", "0.05", "--train-seconds", "0.4", "--fail-rank", "0", "--fail-generation", "1",

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import stamp
 from tests.proc.launch_files import generations, read_state, wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 #: rank 0 rewrites SAVE/latest.pt while it trains: a failure after that is a failure "during training".
 TRAINING = ["--heartbeat", "0.1", "--train-seconds", "0.3"]

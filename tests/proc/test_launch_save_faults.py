@@ -21,7 +21,7 @@ import pytest
 from tests.helpers import Launch, launch_env, pid_is_live, run_tool, safetensors_bytes, tree_state
 from tests.proc.launch_files import make_resumable, read_events_file, read_state, state_dir, wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 NOBODY = 65534
 IS_ROOT = os.geteuid() == 0

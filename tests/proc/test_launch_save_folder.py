@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import run_tool, safetensors_bytes, tree_state
 from tests.proc.launch_files import read_events_file, read_state, wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 OLD = 1_600_000_000  # a fixed past mtime, so a rewrite (even of identical bytes) shows
 

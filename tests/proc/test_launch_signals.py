@@ -12,7 +12,7 @@ import pytest
 from pai_launch.status import gather
 from tests.helpers import is_live, stamp, wait_until
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 def _forwarded_pids(launch, name: str) -> list[int]:

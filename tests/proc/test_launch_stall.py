@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import stamp
 from tests.proc.launch_files import generations
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 #: Long enough that a healthy generation on a loaded 2-core machine writes its first file well within it.
 STALL_S = 3.0

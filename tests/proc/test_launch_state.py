@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import FAKE_TRAINER, assert_all_gone, tree_state
 from tests.proc.launch_files import generations, make_resumable, read_events_file, read_state, state_dir
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 TRAINING = ["--heartbeat", "0.1", "--train-seconds", "0.3"]
 

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import stamp, wait_until
 from tests.proc.launch_files import generations
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 #: The reported run: `--stall-timeout 3 --grace 2`. Generation 2's workers are ready well within the stall timeout,
 #: and are signalled then, so only generation 1 stalls.

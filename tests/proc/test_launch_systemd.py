@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers import REPO
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 UNIT = REPO / "scripts" / "systemd" / "pai-launch@.service"
 #: systemd's advice, which pai-launch follows: ping every half of WATCHDOG_USEC.

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import FAKE_TRAINER, PYTHON, launch_env, run_tool
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 
 def _error_lines(stderr: str) -> list[str]:

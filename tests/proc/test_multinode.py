@@ -9,7 +9,7 @@ from tests.helpers import FAKE_TRAINER, events_file, json_events, launch_env, st
 from tests.proc.job import free_port, start_job, start_node, summaries, wait_all
 from tests.proc.launch_files import read_state, state_dir
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.timeout(120)]
 
 #: The multi-node tests run with warm workers and with cold ones.
 pytestmark.append(pytest.mark.usefixtures("both_modes"))

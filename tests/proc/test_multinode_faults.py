@@ -14,7 +14,7 @@ from tests.helpers import assert_all_gone, wait_until
 from tests.proc.job import free_port, start_job, start_node, summaries, wait_all
 from tests.proc.launch_files import read_state, wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.timeout(150)]
 
 #: The multi-node tests run with warm workers and with cold ones.
 pytestmark.append(pytest.mark.usefixtures("both_modes"))

@@ -16,7 +16,7 @@ from tests.helpers import assert_all_gone
 from tests.proc.job import start_job, summaries, wait_all
 from tests.proc.launch_files import state_dir
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+pytestmark = pytest.mark.timeout(150)
 
 #: The watch checks the store twice a second; a generous margin on a loaded machine (--rdzv-timeout is 900 s).
 LOSS_NOTICED_WITHIN = 60

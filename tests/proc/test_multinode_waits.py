@@ -7,7 +7,7 @@ import pytest
 
 from tests.proc.job import free_port, start_node
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 
 def test_node_0_whose_peer_never_comes_gives_up_at_the_rdzv_timeout_naming_it(scene):

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.proc
-
 REPO = Path(__file__).resolve().parents[2]
 #: The environment's scripts folder (not resolved: sys.executable is a venv symlink to the base Python).
 BIN = Path(sys.executable).parent

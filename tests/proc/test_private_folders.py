@@ -19,8 +19,6 @@ import pytest
 from pai_launch.linux import privatedir
 from tests.proc.launch_files import wait_event
 
-pytestmark = [pytest.mark.proc]
-
 UNSHARE = ("unshare", "--pid", "--fork", "--mount-proc")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import PYTHON, REPO
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 
 def _harness(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:

@@ -11,7 +11,7 @@ from tests.helpers import launch_env, run_pai_launch
 from tests.k8s import parse_args
 from tests.skypilot import NODE_IP, launch_args, load_task, node_envs
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 TASK = load_task()
 

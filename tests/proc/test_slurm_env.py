@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 STEP = {"SLURM_JOB_ID": "77", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_NODEID": "1",
         "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2", "SLURM_GPUS_ON_NODE": "2"}

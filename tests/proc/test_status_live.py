@@ -16,7 +16,7 @@ from pai_launch.status import gather as run_status
 from tests.helpers import pid_is_live, wait_until
 from tests.proc.conftest import GENERATION_TIMEOUT
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+pytestmark = pytest.mark.timeout(150)
 
 
 def test_live_run_shows_its_supervisor_and_the_finished_run_its_generations(scene):

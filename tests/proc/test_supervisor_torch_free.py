@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from pai_launch.wire import log_events
-
-pytestmark = pytest.mark.proc
 
 #: Installed before pai-launch's entry point runs; appends each module the supervisor imports to OUT, one per line.
 AUDITED_ENTRY = (

@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import REPO
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 FAKE_APT_GET = """#!/usr/bin/env bash
 echo "$*" >> "$CALLS"

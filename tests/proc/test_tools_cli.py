@@ -17,7 +17,7 @@ import pytest
 from tests.helpers import FAKE_TRAINER, run_tool, wait_until
 from tests.proc.launch_files import wait_event
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE_PATTERN = ROOT / "tests" / "doctor_scripts" / "broken" / "guide_pattern.py"

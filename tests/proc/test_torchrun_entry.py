@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import FAKE_TRAINER, PYTHON
 from tests.proc.job import free_port
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 AS_MODULE = ("-m", "pai_launch.torchrun")
 

@@ -9,7 +9,7 @@ import pytest
 from tests.proc.job import free_port, summaries, wait_all
 from tests.proc.test_torchrun_entry import AS_MODULE
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(150)]
+pytestmark = pytest.mark.timeout(150)
 
 JSON_LOGS = {"PAI_LAUNCH_LOG_FORMAT": "json"}
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.proc.test_warm_workers import PROBE
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 HOOKS = Path(__file__).with_name("preload_hooks")
 

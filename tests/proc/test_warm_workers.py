@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.proc, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 PROBE = Path(__file__).with_name("interpreter_probe.py")
 MODES = {"warm": (), "cold": ("--cold",)}

@@ -9,8 +9,6 @@ import pytest
 
 from tests.helpers import REPO, is_live, run_pai_launch, run_tool
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 SCRIPT = REPO / "tests" / "real" / "fixable_script.py"
 FIXES = ["flag-pai-load-folder", "prompt-configuration-confirmed", "prompt-unwrapped-modules",
          "testing-dendrite-capacity-late", "ddp-find-unused-parameters", "ddp-broadcast-buffers",

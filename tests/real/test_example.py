@@ -7,8 +7,6 @@ import pytest
 
 from tests.helpers import REPO, is_live, run_pai_launch
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 
 

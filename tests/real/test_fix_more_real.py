@@ -14,7 +14,7 @@ from tests.helpers import REPO, is_live, run_pai_launch
 from tests.real.test_fix_protocol_real import broken_script
 from tests.unit.doctor_mutations import MUTATIONS
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 INIT_BLOCK = "        if init_run:\n            GPA.pai_tracker.save_tracker_settings()\n            sys.exit(0)\n"
 BACKWARD = "        nn.functional.cross_entropy(model(x), y).backward()\n"

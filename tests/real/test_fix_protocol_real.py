@@ -13,7 +13,7 @@ from tests.helpers import REPO, is_live, run_pai_launch
 from tests.unit.doctor_mutations import BASE, MUTATIONS
 from tests.unit.test_fix_protocol import EXTRA, MARKER, RESUME, fix_all
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 QUICK = '''GPA.pc.set_testing_dendrite_capacity(False)
 GPA.pc.set_max_dendrites(1)

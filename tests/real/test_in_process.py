@@ -8,8 +8,6 @@ import pytest
 
 from tests.helpers import REPO, agent_store, is_live, run_pai_launch
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 TRAINER = REPO / "tests" / "real" / "in_process_trainer.py"
 #: RSS growth allowed over 20+ restructures: the model itself grows (a few KB per dendrite here), and the allocator
 #: keeps some; a leaked wrapper, reducer or optimizer per restructure would show as far more. Measured: 3.9 MB for 22.

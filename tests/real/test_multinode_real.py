@@ -14,8 +14,6 @@ from tests.proc.job import free_port, summaries
 from tests.proc.launch_files import read_state, wait_event
 from tests.real import hosts
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 EXAMPLE = REPO / "examples" / "train_pai_ddp.py"
 ALLREDUCE = REPO / "tests" / "real" / "ddp_allreduce.py"
 

@@ -11,8 +11,6 @@ import pytest
 
 from tests.helpers import REPO, is_live, json_events, run_pai_launch, start_pai_launch, wait_until
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 HERE = Path(__file__).parent
 
 

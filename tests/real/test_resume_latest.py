@@ -7,7 +7,7 @@ import pytest
 
 from tests.helpers import REPO, run_pai_launch
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 SCRIPT = REPO / "tests" / "real" / "latest_resume_script.py"
 

@@ -7,8 +7,6 @@ import pytest
 
 from tests.helpers import REPO, is_live, run_pai_launch, run_tool
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 SCRIPT = REPO / "tests" / "real" / "runaway_script.py"
 
 

@@ -8,8 +8,6 @@ import pytest
 
 from tests.helpers import REPO, run_pai_launch
 
-pytestmark = [pytest.mark.torch, pytest.mark.proc]
-
 SCRIPT = Path(__file__).parent / "torn_switch_script.py"
 
 

@@ -13,8 +13,6 @@ import pytest
 from tests.helpers import FAKE_TRAINER, REPO, json_events, processes_mentioning, wait_until, wait_until_empty
 from tests.proc.launch_files import read_state
 
-pytestmark = [pytest.mark.proc, pytest.mark.slurm]
-
 SBATCH = REPO / "scripts" / "slurm" / "pai-launch.sbatch"
 PAI_LAUNCH = Path(sys.executable).parent / "pai-launch"
 
