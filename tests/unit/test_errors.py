@@ -63,7 +63,7 @@ def test_the_codes_each_error_carries():
     from pai_launch.placement.spec import PreflightError
     from pai_launch.savefmt.record import StateError
     from pai_launch.supervise.folder.savefolder import SaveFolderError
-    from pai_launch.supervise.loop.observer import InternalError
+    from pai_launch.supervise.loop.translator import InternalError
 
     assert (PreflightError.exit_code, StateError.exit_code) == (exitcodes.USAGE, exitcodes.USAGE)
     assert (SaveFolderError.exit_code, InternalError.exit_code) == (exitcodes.SAVE_FOLDER, exitcodes.INTERNAL_ERROR)

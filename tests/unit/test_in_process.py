@@ -127,12 +127,12 @@ def test_the_supervisor_logs_each_record_once_as_progress(tmp_path):
     from pai_launch.core import machine
     from pai_launch.core.events import SaveActivity
     from pai_launch.core.observations import RestructureRecorded
-    from pai_launch.supervise.loop.observer import Observer
+    from pai_launch.supervise.loop.translator import Translator
 
     save, records = tmp_path / "PAI", tmp_path / "PAI" / ".pai-launch" / "restructures"
     records.mkdir(parents=True)
     (records / "switch_2.json").write_bytes(_record(switch="switch_2.pt"))
-    observer = Observer.__new__(Observer)
+    observer = Translator.__new__(Translator)
     observer.session, observer.log, observer.notifier = SimpleNamespace(save_dir=save), _Recorder(), _Recorder()
     observer.recorded, observer.dendrites = set(), 0
     state = machine.start(save_name="PAI", generation=3)

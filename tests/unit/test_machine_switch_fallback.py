@@ -117,7 +117,7 @@ def test_a_garbage_switch_file_failure_counts_like_any_failure():
 
 
 class _Session:
-    """What Observer asks of the save folder here: which switch files fail the check."""
+    """What Translator asks of the save folder here: which switch files fail the check."""
 
     def __init__(self, bad=None, node=0):
         self.bad, self.node = bad or {}, node
@@ -133,17 +133,17 @@ def _observer(**kwargs):
 
 
 def test_progress_keeps_only_switch_files_that_pass_the_check():
-    from pai_launch.supervise.loop.observer import Observer
+    from pai_launch.supervise.loop.translator import Translator
 
     obs = _observer(bad={"switch_4.pt": "not a checkpoint"})
-    assert Observer.checked_progress(obs, ("switch_2.pt", "switch_4.pt"), (), False, 2) == (("switch_2.pt",), ())
-    kept, failures = Observer.checked_progress(obs, ("switch_4.pt",), (), False, 2)
+    assert Translator.checked_progress(obs, ("switch_2.pt", "switch_4.pt"), (), False, 2) == (("switch_2.pt",), ())
+    kept, failures = Translator.checked_progress(obs, ("switch_4.pt",), (), False, 2)
     assert kept == () and failures[0].cause.value == "checkpoint"
     assert "generation 2 wrote no usable switch file (switch_4.pt: not a checkpoint)" in failures[0].describe()
     crash = (Failure.worker(1, 3),)
-    assert Observer.checked_progress(obs, ("switch_4.pt",), crash, False, 2) == ((), crash), "a crash stays the cause"
+    assert Translator.checked_progress(obs, ("switch_4.pt",), crash, False, 2) == ((), crash), "a crash stays the cause"
     other_node = _observer(bad={"switch_4.pt": "not a checkpoint"}, node=1)
-    assert Observer.checked_progress(other_node, ("switch_4.pt",), (), False, 2) == (("switch_4.pt",), ())
+    assert Translator.checked_progress(other_node, ("switch_4.pt",), (), False, 2) == (("switch_4.pt",), ())
 
 
 def test_a_ranks_own_proof_outranks_a_late_write_seen_in_the_save_folder():

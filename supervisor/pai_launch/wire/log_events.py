@@ -31,7 +31,7 @@ CAUSE = ("log_line", "cause", "fix", "doctor_id")
 ENDED = ("generation", "duration_s", "complete", "switch_files")
 #: The worker that failed, and where (a job's node and host).
 WORKER = ("rank", "node", "host", "exit")
-#: An agent that left (supervise.loop.observer.agent_exit_fields).
+#: An agent that left (supervise.loop.translator.agent_exit_fields).
 AGENT_EXIT = ("agent_pid", "exit", "reason")
 
 # --- the run -------------------------------------------------------------------------------------

@@ -132,7 +132,7 @@ class ActionExecutors:
     def execute_ReplaceAgent(self, action) -> None:
         new_pid = self.table.replace_agent(action.generation)
         if new_pid is not None:
-            self.log.warning(log_events.AGENT_REPLACED, **self.observer.last_agent_exit, new_agent_pid=new_pid)
+            self.log.warning(log_events.AGENT_REPLACED, **self.translator.last_agent_exit, new_agent_pid=new_pid)
 
     def execute_SignalRun(self, action) -> None:
         targets = self.table.signal_run(action.signum, only_new=action.only_new)

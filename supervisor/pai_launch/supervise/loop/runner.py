@@ -28,7 +28,7 @@ from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
 from pai_launch.supervise.loop.executors import ActionExecutors
-from pai_launch.supervise.loop.observer import InternalError, Observer
+from pai_launch.supervise.loop.translator import InternalError, Translator
 from pai_launch.supervise.outputs import console, logs
 from pai_launch.supervise.outputs.notify import Notifier, child_env
 from pai_launch.supervise.outputs.runviews import RunViews
@@ -95,7 +95,7 @@ class Runner(ActionExecutors):
                 except jobsecret.SecretError as exc:
                     self.log.error(log_events.JOB_SETUP_FAILED, error=str(exc))
                     return exitcodes.USAGE
-            self.observer = Observer(self.session, self.table, self.log, self.notifier)
+            self.translator = Translator(self.session, self.table, self.log, self.notifier)
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
@@ -140,7 +140,7 @@ class Runner(ActionExecutors):
             if self.state.marker_seen and not before.marker_seen:
                 self.log.info(log_events.COMPLETION_MARKER_SEEN, generation=self.state.generation, grace_s=self.spec.grace)
             self.record()
-            self.notifier.report(phase_status(self.state, self.policy, self.observer.dendrites),
+            self.notifier.report(phase_status(self.state, self.policy, self.translator.dendrites),
                                  stopping=self.state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
             for action in actions:
                 if isinstance(action, Finish) and self.state.requeue and self.spec.nodes.coordinator:
@@ -205,7 +205,7 @@ class Runner(ActionExecutors):
                 raw = self.inbox.get(timeout=self.next_tick - now)
             except queue.Empty:
                 continue
-            event = self.observer.event_for(raw, self.state)
+            event = self.translator.event_for(raw, self.state)
             if event is not None:
                 return event
 

@@ -66,7 +66,7 @@ class InternalError(LaunchError):
         self.trace = trace
 
 
-class Observer:
+class Translator:
     def __init__(self, session: SaveSession, table: ProcessTable, log, notifier: Notifier) -> None:
         self.session, self.table, self.log, self.notifier = session, table, log, notifier
         #: (generation, switch file) already logged as switch_written (a file is written in several events).
