@@ -17,5 +17,5 @@ source "$here/system_tools.sh"
 pai_system_tools
 pai_env_setup
 cd "$PAI_ROOT"
-exec "$PAI_VENV/bin/python" -m pytest -p no:cacheprovider -q -ra -n "${PAI_LAUNCH_TEST_WORKERS:-2}" --dist loadgroup \
+exec "$PAI_VENV/bin/python" -m pytest -p no:cacheprovider -q -ra -n "${PAI_LAUNCH_TEST_WORKERS:-2}" \
     tests "$@"

@@ -66,8 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Tests that share one thing on the machine (a cluster, an image, an environment, fixed namespace names, the local
-#: users) run in one worker when pytest-xdist spreads the suite over workers (`--dist loadgroup`): their folder's or
-#: file's group.
+#: users) run in one pytest-xdist worker: their folder's or file's group (a test file's path under tests/).
 SHARED_GROUPS = {
     "slurm": "slurm-cluster", "container": "container-image", "compat": "torch-environments",
     "real/test_multinode_real.py": "two-host-namespaces", "proc/test_launch_local_users.py": "local-users",
@@ -75,8 +74,28 @@ SHARED_GROUPS = {
 
 
 def shared_group(parts: tuple[str, ...]) -> str | None:
-    """The xdist group of a test file (its path's parts under tests/): its own, else its folder's."""
+    """The group of a test file (its path's parts under tests/): its own, else its folder's."""
     return SHARED_GROUPS.get("/".join(parts)) or SHARED_GROUPS.get(parts[0])
+
+
+def scope_of(nodeid: str) -> str:
+    """What pytest-xdist hands one worker as a unit: a shared group's tests together, any other test alone."""
+    path = nodeid.split("::", 1)[0].split("/")
+    group = shared_group(tuple(path[1:])) if path[0] == "tests" and len(path) > 1 else None
+    return f"group:{group}" if group else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Load scheduling that keeps each shared group in one worker. (xdist's own `loadgroup` reads xdist_group marks
+    into test ids by setting Item._nodeid, which pytest 9 no longer reads: its groups would be split.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return SharedGroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -87,9 +106,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         for mark in FOLDER_MARKS.get(parts[0], ()):
             item.add_marker(mark)
-        group = shared_group(parts)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SHARED_GROUPS, TESTS, shared_group
+from tests.conftest import SHARED_GROUPS, TESTS, scope_of, shared_group
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -21,6 +21,12 @@ def test_a_file_takes_its_own_group_then_its_folders_and_others_none():
     assert shared_group(("unit", "test_machine.py")) is None
 
 
-def test_the_suite_runs_in_workers_with_the_groups_kept_together():
-    script = (TESTS.parent / "scripts" / "test.sh").read_text()
-    assert "--dist loadgroup" in script and "PAI_LAUNCH_TEST_WORKERS" in script
+def test_a_groups_tests_are_one_unit_of_work_and_every_other_test_its_own():
+    assert scope_of("tests/slurm/test_slurm_jobs.py::test_one") == scope_of("tests/slurm/test_slurm_env.py::test_two")
+    assert scope_of("tests/real/test_multinode_real.py::test_x[a]") == "group:two-host-namespaces"
+    assert scope_of("tests/real/test_example.py::test_y") == "tests/real/test_example.py::test_y"
+    assert scope_of("tests/proc/test_launch_cycle.py::test_z") != scope_of("tests/proc/test_launch_cycle.py::test_w")
+
+
+def test_the_suite_runs_in_workers():
+    assert "PAI_LAUNCH_TEST_WORKERS" in (TESTS.parent / "scripts" / "test.sh").read_text()
