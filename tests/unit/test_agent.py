@@ -82,6 +82,34 @@ def test_failures_at_the_same_moment_of_the_same_kind_go_by_rank(tmp_path):
     assert ranks_and_codes(failures_from_exits(exits, str(tmp_path))) == [(1, 9), (3, 2), (0, -9), (2, -15)]
 
 
+GLOO_PEER_CLOSED = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
+                    "peer [127.0.0.1]:41601. This is typically caused by a remote worker crashing.\n")
+
+
+@pytest.mark.parametrize("words", [GLOO_PEER_CLOSED, "RuntimeError: Connection reset by peer\n",
+                                   "torch.distributed.DistBackendError: NCCL error: remote process exited or there was a "
+                                   "network error, NCCL version 2.21.5\nncclRemoteError: A call failed possibly due to a "
+                                   "network error or a remote process exiting prematurely.\n"],
+                         ids=["gloo-closed", "reset", "nccl-remote"])
+def test_a_rank_whose_log_says_a_peer_went_away_is_not_the_cause_even_when_its_exit_was_seen_first(tmp_path, words):
+    # Under load the watch can see the collateral exit a moment before the crash that caused it.
+    write_log(tmp_path, 0, "stderr", words)
+    write_log(tmp_path, 1, "stderr", "rank 1 crashing on purpose after its first epoch\n")
+
+    failures = failures_from_exits([exit_(0, 1, at=1.0), exit_(1, 1, at=1.001)], str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, 1), (0, 1)]
+
+
+def test_when_every_rank_says_a_peer_went_away_the_earliest_exit_still_comes_first(tmp_path):
+    write_log(tmp_path, 0, "stderr", GLOO_PEER_CLOSED)
+    write_log(tmp_path, 1, "stderr", GLOO_PEER_CLOSED.replace("rank0", "rank1"))
+
+    failures = failures_from_exits([exit_(0, 1, at=2.0), exit_(1, 1, at=1.0)], str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, 1), (0, 1)]
+
+
 def test_each_failure_carries_its_pid_and_its_own_ranks_log_tail(tmp_path):
     write_log(tmp_path, 0, "stderr", "rank 0 was told to stop\n")
     write_log(tmp_path, 1, "stderr", "Traceback (most recent call last):\nValueError: rank 1 broke\n")

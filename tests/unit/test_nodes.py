@@ -1,5 +1,7 @@
 """torchrun's multi-node options, parsed and checked; and how the nodes' outcomes are combined into one."""
 
+from dataclasses import replace
+
 import pytest
 
 from pai_launch.placement.nodes import Nodes, NodesError, check, parse_endpoint, parse_nnodes
@@ -92,6 +94,16 @@ def test_every_node_combines_the_same_outcomes_to_the_same_result_whatever_their
     outcomes = [NodeOutcome(0, "h0", (failure(1, 3, node=0, at=2.0),)), NodeOutcome(1, "h1", (failure(2, 4, node=1, at=1.0),))]
     assert combine(outcomes, {}) == combine(list(reversed(outcomes)), {})
     assert combine(outcomes, {}).failures[0].rank == 2
+
+
+def test_a_rank_on_another_node_whose_log_says_its_peer_closed_the_connection_comes_after_the_crash_it_followed():
+    # Node 0's rank saw its gloo pair closed a moment before node 1's crash was seen there (clocks differ by that much).
+    closed = replace(failure(0, 1, node=0, at=3.0), log_tail="RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:4100")
+    crashed = replace(failure(1, 1, node=1, at=3.05), log_tail="ValueError: rank 1 broke")
+    outcomes = [NodeOutcome(0, "h0", (closed,)), NodeOutcome(1, "h1", (crashed,))]
+
+    assert [f.rank for f in combine(outcomes, {}).failures] == [1, 0]
+    assert combine(outcomes, {}) == combine(list(reversed(outcomes)), {})
 
 
 def test_a_lost_node_is_the_cause_when_no_worker_failed_for_real():

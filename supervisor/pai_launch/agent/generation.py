@@ -73,10 +73,17 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
 
 def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
     """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
-    failed = sorted((e for e in exits if e.returncode != 0), key=lambda e: (e.at, stopped_by_launcher(e.returncode), e.rank))
     offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
-    return tuple(WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
-                               at=e.at + offset) for e in failed)
+    failures = [WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
+                              at=e.at + offset) for e in exits if e.returncode != 0]
+    return root_cause_first(failures)
+
+
+def root_cause_first(failures: list[WorkerFailure]) -> tuple[WorkerFailure, ...]:
+    """A rank whose log says a peer went away comes after those whose logs do not; then the earliest exit, a real code
+    before a launcher's stop, the lower rank."""
+    return tuple(sorted(failures, key=lambda f: (failure_causes.lost_a_peer(f.log_tail), f.at,
+                                                 stopped_by_launcher(f.returncode), f.rank)))
 
 
 def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple[WorkerFailure, ...]:
@@ -88,9 +95,8 @@ def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple
         at = watch.exit_time(failure.pid)
         return float(failure.timestamp) if at is None else at + offset
 
-    ordered = sorted(failed.items(), key=lambda item: (seen_at(item[1]), stopped_by_launcher(item[1].exitcode), item[0]))
-    return tuple(WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank), at=seen_at(f))
-                 for rank, f in ordered)
+    return root_cause_first([WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank), at=seen_at(f))
+                             for rank, f in failed.items()])
 
 
 class _Conclusion:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pai_launch.wire import codec
+from pai_launch.wire import codec, failure_causes
 from pai_launch.wire.protocol import WorkerFailure
 from pai_launch.wire.storevalues import JobFacts, Member, NodeOutcome, OpenedGeneration, StopFlag, StoreInfo
 
@@ -97,11 +97,12 @@ class Combined:
 
 def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
     """Every node's outcome as one: a fatal problem first, then the earliest real worker failure on any node
-    (collateral stops by the launcher after it), else a lost node; the same on every node.
+    (collateral stops by the launcher, and ranks whose logs say a peer went away, after it), else a lost node; the
+    same on every node.
 
     `lost`: node -> why it is lost; node -1 stands for nodes that never said which they were."""
     fatal = next((o.fatal for o in sorted(outcomes, key=lambda o: o.node) if o.fatal), None)
-    failures = sorted((f for o in outcomes for f in o.failures), key=lambda f: (f.collateral, f.at, f.rank))
+    failures = sorted((f for o in outcomes for f in o.failures), key=lambda f: (f.collateral, failure_causes.lost_a_peer(f.log_tail), f.at, f.rank))
     errors = [why if node < 0 else f"node {node} {why}" for node, why in sorted(lost.items())]
     errors += [f"node {o.node} ({o.host}): {o.error}" for o in sorted(outcomes, key=lambda o: o.node) if o.error]
     # With a node (or the store) gone, torch's own agent may stop the workers before ours does: their SIGTERM or

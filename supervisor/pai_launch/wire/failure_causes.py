@@ -124,6 +124,11 @@ _NCCL_TEXT = re.compile(r"NCCL error in|ncclUnhandledCudaError|ncclSystemError|n
 _COLLECTIVE_TIMEOUT_TEXT = re.compile(r"Watchdog caught collective operation timeout|milliseconds before timing out"
                                       r"|Timeout at collective|lagging ranks that caused this timeout"
                                       r"|NCCL operation timed out")
+#: A rank's own words that it failed because another process went away first: gloo's pair closed or reset by the
+#: peer, NCCL's remote error, a communicator aborted for another rank's failure, the store's connection dropped.
+_LOST_PEER_TEXT = re.compile(r"Connection closed by peer|Connection reset by peer|remote process exited"
+                             r"|ncclRemoteError|NCCL communicator was aborted|Broken pipe.*(?:gloo|store|TCPStore)"
+                             r"|(?:gloo|TCPStore).*Broken pipe")
 _OOM_TEXT = re.compile(r"CUDA out of memory|OutOfMemoryError")
 #: A worker's stdout lines worth reading beside its stderr: PerforatedAI prints its complaint there before pdb.
 _STDOUT_TELLS = re.compile(r"Need to call \.module|^\(Pdb\)|^> .*\(\d+\)\S*\(\)$|^-> ")
@@ -252,3 +257,9 @@ def lost_private_file(detail: str) -> bool:
         return True
     missing = "FileNotFoundError" in detail or "No such file or directory" in detail
     return missing and any(mark in detail for mark in (PRIVATE_FOLDER_PREFIX, "/pymp-"))
+
+
+def lost_a_peer(tail: str) -> bool:
+    """The rank's log says it stopped because a peer had gone (collateral): its failure is not the generation's cause
+    while another rank's is, whatever order the exits were seen in (under load a collateral exit can be seen first)."""
+    return _LOST_PEER_TEXT.search(tail) is not None
