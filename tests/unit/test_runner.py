@@ -15,6 +15,7 @@ from pai_launch.placement.spec import LaunchSpec
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.loop.runner import Runner
 from tests.helpers import FAKE_TRAINER, events_file, json_events
+from tests.scripted_world import own_world
 
 
 def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_path, monkeypatch, capfd):
@@ -27,7 +28,7 @@ def test_a_stop_signal_that_arrived_before_the_loop_began_starts_nothing(tmp_pat
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     inbox.put(SignalReceived(signal.SIGTERM, time.monotonic()))  # as the handler queues one during start-up
 
-    rc = Runner(spec, SaveSession(spec, env), inbox, env, ()).run()
+    rc = Runner(spec, SaveSession(spec, env), inbox, env, (), own_world(spec, env, inbox)).run()
 
     assert rc == 143
     assert list(records.iterdir()) == []  # neither the init run nor a worker was started
@@ -47,7 +48,7 @@ def test_a_stop_before_anything_started_is_recorded_in_a_save_folder_the_script_
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     inbox.put(SignalReceived(signal.SIGTERM, time.monotonic()))
 
-    assert Runner(spec, SaveSession(spec, env), inbox, env, ()).run() == 143
+    assert Runner(spec, SaveSession(spec, env), inbox, env, (), own_world(spec, env, inbox)).run() == 143
 
     events = events_file(tmp_path / "PAI" / ".pai-launch" / "events.jsonl")
     assert [event["event"] for event in events] == ["run_started", "signal_received", "run_finished"]
@@ -71,3 +72,4 @@ def test_every_action_the_machine_can_ask_for_has_one_executor_in_the_table():
         execute_ReportStall = None  # as if the executor had been forgotten
 
     assert runner.missing_executors(Partial) == ["ReportStall"]
+

@@ -31,6 +31,7 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
     from pai_launch.supervise.folder.savefolder import move_aside, resolve_adoption
     from pai_launch.supervise.folder.session import SaveSession
     from pai_launch.supervise.loop.runner import Runner
+    from pai_launch.supervise.loop.world import make_world
 
     log = logs.make_logger(spec.log_format)
     try:
@@ -63,8 +64,9 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
             for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
+        world = make_world(spec, env, inbox)  # before the job's store: its processes are the run's to sweep
         spec, job = open_job(spec, session, env, inbox)
-        return Runner(spec, session, inbox, env, visible, job=job, notes=notes).run()
+        return Runner(spec, session, inbox, env, visible, world, job=job, notes=notes).run()
     except LaunchError as exc:
         print(f"pai-launch: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -48,6 +48,14 @@ def become_subreaper() -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
+def own_descendants() -> frozenset[int]:
+    """The pids under this process now."""
+    try:
+        return frozenset(proc.pid for proc in psutil.Process().children(recursive=True))
+    except psutil.Error:
+        return frozenset()
+
+
 def set_parent_death_signal(signum: int) -> bool:
     return _prctl(_PR_SET_PDEATHSIG, int(signum))
 
@@ -82,19 +90,32 @@ def is_running(pid: int) -> bool:
 class Descendants:
     """Every process started under us, remembered by (pid, create_time) so pid reuse never misleads us."""
 
-    def __init__(self) -> None:
+    def __init__(self, others: frozenset[int] = frozenset()) -> None:
+        """`others`: processes under us that are not ours to sweep, nor any process under them (a test host's own
+        servers, when a run is supervised inside it)."""
         self._root = psutil.Process()
         self._seen: dict[int, psutil.Process] = {}
+        self._others = others
 
     def refresh(self) -> list[psutil.Process]:
         """Snapshot our descendants now; keep remembering those seen before (they may have been orphaned)."""
         try:
-            current = self._root.children(recursive=True)
+            current = [proc for proc in self._root.children(recursive=True) if not self._is_others(proc)]
         except psutil.Error:
             current = []
         for proc in current:
             self._seen.setdefault(proc.pid, proc)
         return current
+
+    def _is_others(self, proc: psutil.Process) -> bool:
+        if not self._others:
+            return False
+        if proc.pid in self._others:
+            return True
+        try:
+            return any(parent.pid in self._others for parent in proc.parents())
+        except psutil.Error:
+            return False
 
     def alive(self) -> list[psutil.Process]:
         live = []
@@ -113,7 +134,7 @@ class Descendants:
         except psutil.Error:
             return reaped
         for proc in children:
-            if proc.pid in own_children:
+            if proc.pid in own_children or proc.pid in self._others:
                 continue
             try:
                 if proc.status() != psutil.STATUS_ZOMBIE:

@@ -12,6 +12,8 @@ import collections
 import subprocess
 import time
 
+import psutil
+
 from pai_launch.core.observations import ProcessExited, Role
 from pai_launch.linux import procs
 from pai_launch.supervise.children import passthrough
@@ -55,3 +57,10 @@ class PlainProcess:
             write(line)
         returncode = self.popen.wait()
         self._report(ProcessExited(self.role, returncode, "\n".join(self._tail), time.monotonic()))
+
+    def processes(self) -> list[psutil.Process]:
+        """Where a signal for the run goes while this process is the run: the process itself (while it runs)."""
+        try:
+            return [psutil.Process(self.pid)]
+        except psutil.Error:
+            return []

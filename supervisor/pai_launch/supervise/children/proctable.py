@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -42,6 +43,29 @@ SHORT_PATH = 60
 AGENT_EXIT_TIMEOUT = 2.0
 #: How often the agent is sent the heartbeat (the machine decides how long a silence makes it hung).
 HEARTBEAT_EVERY = 2.0
+
+
+def start_plain_process(role: Role, command: Command, env: dict[str, str], report: Callable[[object], None],
+                        live: liveline.LiveLine | None) -> PlainProcess:
+    return PlainProcess(role, command, env, report, live=live).start()
+
+
+def start_agent_process(python: str, workdir: Path, env: dict[str, str], report: Callable[[object], None],
+                        agent_args: tuple[str, ...], live: liveline.LiveLine | None) -> Agent:
+    return Agent(python, workdir, env, report, agent_args=agent_args, live=live).start()
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """How the table starts its two kinds of child: as real processes, or (a test's world) as stand-ins that play a
+    history in this process and report through the same callback, with the same interface."""
+
+    plain: Callable[[Role, Command, dict[str, str], Callable[[object], None], liveline.LiveLine | None], PlainProcess]
+    agent: Callable[[str, Path, dict[str, str], Callable[[object], None], tuple[str, ...], liveline.LiveLine | None],
+                    Agent]
+
+
+PROCESSES = Spawn(plain=start_plain_process, agent=start_agent_process)
 
 
 def start_folder_name(now: float, pid: int) -> str:
@@ -72,7 +96,11 @@ def remove_stale_log_roots() -> None:
 
 class ProcessTable:
     def __init__(self, *, python: str, workdir: Path, env: dict[str, str], report: Callable[[object], None],
-                 log_dir: Path | None, agent_args: tuple[str, ...] = ()) -> None:
+                 log_dir: Path | None, agent_args: tuple[str, ...] = (), others: frozenset[int] = frozenset(),
+                 spawn: Spawn = PROCESSES) -> None:
+        """`others`: processes under pai-launch that the run did not start (made before the run's world was): never
+        signalled, killed or reaped. `spawn`: how children start (real processes unless a test plays a history)."""
+        self._spawn = spawn
         self._python = python
         self._workdir = workdir
         self._env = env
@@ -81,7 +109,7 @@ class ProcessTable:
         self.log_root = log_dir
         #: This start's own folder under log_root (open() makes it).
         self.run_root: Path | None = None
-        self._descendants = procs.Descendants()
+        self._descendants = procs.Descendants(others)
         self._plain: PlainProcess | None = None
         self._agent_args = agent_args
         #: The live status line the children's output goes through, if the run shows one (set before any start).
@@ -126,7 +154,7 @@ class ProcessTable:
 
     # --- starting -------------------------------------------------------------------------------------
     def start_plain(self, role: Role, command: Command) -> int:
-        self._plain = PlainProcess(role, command, self._env, self._report, live=self.live).start()
+        self._plain = self._spawn.plain(role, command, self._env, self._report, self.live)
         return self._plain.pid
 
     def prepare_agent(self) -> None:
@@ -136,7 +164,7 @@ class ProcessTable:
     def _new_agent(self) -> Agent:
         assert self.log_root is not None, "open() first"
         args = (*self._agent_args, "--temp-dir", str(self._temp_root))
-        agent = Agent(self._python, self._workdir, self._env, self._report, agent_args=args, live=self.live).start()
+        agent = self._spawn.agent(self._python, self._workdir, self._env, self._report, args, self.live)
         self._descendants.refresh()
         return agent
 
@@ -220,7 +248,7 @@ class ProcessTable:
         """Where a signal for "the run" goes: the init/DataParallel process, or the agent's workers (not the agent)."""
         try:
             if self._plain is not None:
-                return [psutil.Process(self._plain.pid)]
+                return self._plain.processes()
             if self._agent is not None and self._agent_busy:
                 return self._agent.workers()
         except psutil.Error:

@@ -24,13 +24,12 @@ from pai_launch.savefmt import savedir
 from pai_launch.savefmt.record import StateError
 from pai_launch.supervise.children import coordination
 from pai_launch.supervise.children.agent_process import AGENT_SLOW_START, AGENT_SLOW_START_TEST_ENV, slow_start_due
-from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
 from pai_launch.supervise.loop.executors import ActionExecutors
 from pai_launch.supervise.loop.translator import InternalError, Translator
+from pai_launch.supervise.loop.world import World
 from pai_launch.supervise.outputs import console, logs
-from pai_launch.supervise.outputs.notify import Notifier, child_env
 from pai_launch.supervise.outputs.runviews import RunViews
 from pai_launch.wire import jobsecret, log_events
 
@@ -41,16 +40,16 @@ PAUSED_AFTER = 5.0
 
 class Runner(ActionExecutors):
     def __init__(self, spec: LaunchSpec, session: SaveSession, inbox: queue.SimpleQueue, env: dict[str, str],
-                 visible: tuple[str, ...], job: coordination.Job | None = None,
+                 visible: tuple[str, ...], world: World, job: coordination.Job | None = None,
                  notes: list[tuple[str, dict]] = ()) -> None:
-        """`job`: a multi-node job's store (node 0 serves it, the others watch it; closed when the run ends); `notes`:
-        warnings for the log (doctor's findings), as (event, fields)."""
+        """`world`: the process table and notifier the run acts on (world.make_world); `job`: a multi-node job's
+        store (node 0 serves it, the others watch it; closed when the run ends); `notes`: warnings for the log
+        (doctor's findings), as (event, fields)."""
         self.notes = list(notes)
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
         self.policy = policy_for(spec, os.environ)
-        self.notifier = Notifier(env, os.getpid())
-        self.table = ProcessTable(python=spec.python, workdir=spec.workdir, env=child_env(env), report=inbox.put,
-                                  log_dir=spec.log_dir, agent_args=spec.agent_args)
+        self.notifier = world.notifier
+        self.table = world.table
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
         #: When the last Tick (or Resumed) was made: a much later one means the loop did not run meanwhile.

@@ -89,6 +89,8 @@ class Translator:
             if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
                 self.log.warning(log_events.STACK_DUMP, pid=os.getpid(), stacks=signals.thread_stacks())
         elif isinstance(raw, SaveWritten):
+            if raw.now < state.current.started_at:  # seen before this generation (or init run) began: an earlier one's
+                return None                         # write, reported late; not this one's progress nor its activity
             number = savedir.switch_number(raw.name)
             if number is not None and (state.generation, raw.name) not in self.announced:
                 # Whether it holds new dendrites is known once the generation ends (PerforatedAI writes its

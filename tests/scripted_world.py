@@ -1,0 +1,256 @@
+"""A run's world without processes: the init run and the agent are stand-ins that play a scripted history in this
+process (writing the save folder as the script would, reporting through the table's callback as the real children
+do), so the whole supervisor (runner, translator, machine, save session, process table) runs as in production,
+in a fraction of a second per generation. What only processes show (signals, orphans, torch) stays in tests/proc.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pai_launch.core.observations import (
+    AgentAnswered,
+    AgentReported,
+    AgentStarted,
+    MarkerAppeared,
+    ProcessExited,
+    Role,
+    SaveWritten,
+)
+from pai_launch.linux import procs
+from pai_launch.placement.spec import LaunchSpec
+from pai_launch.supervise.children.proctable import Spawn
+from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.loop.runner import Runner
+from pai_launch.supervise.loop.world import World, make_world
+from pai_launch.wire.protocol import AgentReady, GenerationRequest, GenerationResult, WorkerFailure
+from tests.helpers import FAKE_TRAINER, events_file, safetensors_bytes
+
+#: Stand-ins' pids: above any kernel's pid_max, so a signal meant for one can never reach a real process.
+_PIDS = itertools.count(10**8)
+
+
+def checkpoint() -> bytes:
+    """A whole switch file, as PerforatedAI writes one (safetensors)."""
+    return safetensors_bytes(os.urandom(64))
+
+
+def torn() -> bytes:
+    """A switch file cut short, as a kill mid-write leaves one."""
+    return checkpoint()[:40]
+
+
+@dataclass(frozen=True)
+class Gen:
+    """One generation as the agent plays it: the files rank 0 writes into the save folder (in order), then how it
+    ends: every worker exits 0, some ranks fail (rank, exit code, log tail), or the agent itself dies (its exit
+    code) without a result."""
+
+    writes: tuple[tuple[str, bytes], ...] = ()
+    failures: tuple[tuple[int, int, str], ...] = ()
+    agent_dies: int | None = None
+
+
+def switch(number: int) -> Gen:
+    """A generation that ends at a restructure: switch_N.pt written, every worker exits 0."""
+    return Gen(writes=((f"switch_{number}.pt", checkpoint()),))
+
+
+def complete() -> Gen:
+    """The last generation: rank 0 writes the completion marker."""
+    return Gen(writes=((".training_complete", b"complete"),))
+
+
+class ObservedInbox(queue.Queue):
+    """The run's inbox, which also tells the scripted agent when the save folder's watcher has reported a file (a
+    real generation ends well after its last write is seen). `lagging_watcher`: the watcher's reports of a
+    generation's writes arrive only after its result, as on a loaded machine where the watcher's thread runs late."""
+
+    def __init__(self, lagging_watcher: bool = False) -> None:
+        super().__init__()
+        self._seen: set[str] = set()
+        self._changed = threading.Condition()
+        self._lagging = lagging_watcher
+        self._held: list = []
+
+    def put(self, item, block: bool = True, timeout: float | None = None) -> None:
+        name = item.name if isinstance(item, SaveWritten) else ".training_complete" if isinstance(item, MarkerAppeared) else None
+        if name is not None and self._lagging:
+            self._held.append(item)
+        else:
+            super().put(item, block, timeout)
+        if isinstance(item, AgentReported):
+            held, self._held = self._held, []
+            for late in held:
+                super().put(late)
+        if name is not None:
+            with self._changed:
+                self._seen.add(name)
+                self._changed.notify_all()
+
+    def wait_seen(self, names: list[str], timeout: float = 10.0) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._seen.issuperset(names), timeout)
+            self._seen.clear()
+
+
+@dataclass
+class _Exited:
+    returncode: int
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.returncode
+
+
+class ScriptedPlain:
+    """The init run: writes the settings an init run records, exits with `returncode`."""
+
+    def __init__(self, world: ScriptedProcesses, role: Role, report) -> None:
+        self.role, self.pid, self._world, self._report = role, next(_PIDS), world, report
+
+    def start(self) -> ScriptedPlain:
+        if self.role is not Role.INIT:
+            raise NotImplementedError("the scripted world plays DDP runs only")
+        code, tail = self._world.init_exit
+        if code == 0:
+            self._world.save_dir.mkdir(exist_ok=True)
+            (self._world.save_dir / "array_dims.csv").write_text(".fc1,1,32\n")
+        self._world.inits += 1
+        self._report(ProcessExited(self.role, code, tail, time.monotonic()))
+        return self
+
+    def processes(self) -> list:
+        return []
+
+
+class ScriptedAgent:
+    """The node's agent: ready at once, answers every ping, plays the next scripted generation for each request."""
+
+    def __init__(self, world: ScriptedProcesses, report) -> None:
+        self.pid, self._world, self._report = next(_PIDS), world, report
+        self.facts = AgentReady(warm=False, why="--cold")
+        self.started_at = time.monotonic()
+        self.stop_raised = threading.Event()
+        self.popen = _Exited(0)
+        self._dead = False
+
+    def start(self) -> ScriptedAgent:
+        self._world.agents += 1
+        self._report(AgentStarted(self.pid, self.facts, time.monotonic()))
+        return self
+
+    def run(self, request: GenerationRequest) -> None:
+        self._world.requests.append(request)
+        gen = self._world.next_generation()
+        for name, content in gen.writes:
+            path = self._world.save_dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        if not self._world.inbox._lagging:
+            self._world.inbox.wait_seen([name for name, _ in gen.writes])
+        now = time.monotonic()
+        if gen.agent_dies is not None:
+            self._dead = True
+            self.popen = _Exited(gen.agent_dies)
+            self._report(AgentReported(self.pid, None, gen.agent_dies, now))
+            return
+        failures = tuple(WorkerFailure(rank, code, 2000 + rank, tail, at=time.time() + rank / 1000)
+                         for rank, code, tail in gen.failures)
+        self._report(AgentReported(self.pid, GenerationResult(request.generation, failures, log_dir=request.log_dir),
+                                   None, now))
+
+    def ping(self, now: float, every: float) -> None:
+        if not self._dead:
+            self._report(AgentAnswered(self.pid, now))
+
+    def withdraw(self) -> bool:
+        return False
+
+    def stop_job(self, stop) -> None:
+        self.stop_raised.set()
+
+    def workers(self) -> list:
+        return []
+
+    def close(self) -> None:
+        self._dead = True
+
+
+@dataclass
+class ScriptedProcesses:
+    """The history a run plays: the init run's exit (code, output) and each generation in turn (a run that asks for
+    more generations than the script has is a test's failure, said at once)."""
+
+    save_dir: Path
+    generations: list[Gen]
+    inbox: ObservedInbox
+    init_exit: tuple[int, str] = (0, "")
+    requests: list[GenerationRequest] = field(default_factory=list)
+    inits: int = 0
+    agents: int = 0
+
+    def next_generation(self) -> Gen:
+        index = len(self.requests) - 1
+        assert index < len(self.generations), f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
+        return self.generations[index]
+
+    def spawn(self) -> Spawn:
+        return Spawn(plain=lambda role, command, env, report, live: ScriptedPlain(self, role, report).start(),
+                     agent=lambda python, workdir, env, report, args, live: ScriptedAgent(self, report).start())
+
+    def load_folders(self) -> list[str | None]:
+        """What each generation was told to resume from (--pai_load_folder), None for a fresh start."""
+        folders = []
+        for request in self.requests:
+            args = list(request.args)
+            folders.append(args[args.index("--pai_load_folder") + 1] if "--pai_load_folder" in args else None)
+        return folders
+
+
+@dataclass
+class Played:
+    """A run that played its history: its exit code and every event its save folder recorded."""
+
+    exit_code: int
+    events: list[dict]
+    processes: ScriptedProcesses
+
+    def names(self) -> list[str]:
+        return [event["event"] for event in self.events]
+
+    def event(self, name: str) -> dict:
+        found = [event for event in self.events if event["event"] == name]
+        assert found, f"no {name} event in {self.names()}"
+        return found[-1]
+
+    def all(self, name: str) -> list[dict]:
+        return [event for event in self.events if event["event"] == name]
+
+
+def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
+    """The run's real world, around the run alone: this test process's other children (a shared cluster's servers,
+    a test's own helpers) are not the run's to signal or sweep."""
+    return make_world(spec, env, inbox, others=procs.own_descendants())
+
+
+def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] = (0, ""), lagging_watcher: bool = False,
+         **spec_fields) -> Played:
+    """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
+    scripted history; no process is started. `spec_fields`: the command line's settings (LaunchSpec's fields)."""
+    defaults = {"nproc": 2, "log_format": "json", "backoff": 0.05, "backoff_max": 0.05, "doctor": False}
+    spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, **{**defaults, **spec_fields})
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
+    inbox = ObservedInbox(lagging_watcher)
+    processes = ScriptedProcesses(tmp_path / spec.save_name, list(generations), inbox, init_exit)
+    world = make_world(spec, env, inbox, others=procs.own_descendants(), spawn=processes.spawn())
+    code = Runner(spec, SaveSession(spec, env), inbox, env, (), world).run()
+    events_path = processes.save_dir / ".pai-launch" / "events.jsonl"
+    events = events_file(events_path) if events_path.exists() else []  # none where no save folder was made
+    return Played(code, events, processes)
