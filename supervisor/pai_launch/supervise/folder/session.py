@@ -16,6 +16,7 @@ from pai_launch.core.state import Phase, State
 from pai_launch.placement.spec import IN_PROCESS, LaunchSpec
 from pai_launch.savefmt import adoptions, checkpoint, safeopen, savedir, statedir
 from pai_launch.savefmt.locks import SaveFolderLock
+from pai_launch.savefmt.pai_files import folder_facts, folder_limit
 from pai_launch.savefmt.record import (
     RECORDS_FOLDER,
     STATE_DIR,
@@ -30,6 +31,25 @@ from pai_launch.supervise.folder.savefolder import SaveFolderError, folder_error
 from pai_launch.supervise.folder.watcher import SaveFolderWatcher
 from pai_launch.supervise.job import plan
 from pai_launch.supervise.outputs.logs import EventsFile
+
+
+@dataclasses.dataclass(frozen=True)
+class FolderAtEnd:
+    """What a generation's end is judged by, from one read of the save folder."""
+
+    #: The completion marker is there.
+    complete: bool
+    #: switch_*.pt files written or rewritten since the generation started.
+    progressed: tuple[str, ...]
+    #: Of those, the ones no resume could load, with why (node 0 only).
+    unusable: Mapping[str, str]
+    #: Dendrites in the model (savefmt.pai_files' one count), and the most the script's settings allow (and where
+    #: that limit comes from).
+    dendrites: int
+    max_dendrites: int | None
+    max_from: str
+    #: The switch file the generation was started from, as node 0 chose it.
+    loaded_switch: str | None
 
 
 class SaveSession:
@@ -276,6 +296,17 @@ class SaveSession:
 
     def complete(self) -> bool:
         return savedir.marker_mtime(self.save_dir) is not None
+
+    def at_generation_end(self) -> FolderAtEnd:
+        """The save folder as the generation that just ended left it, read once: the generation's judgement and its
+        log lines all take it from this value. Only node 0 checks the switch files (rank 0 wrote them there; another
+        node's view of a shared folder may lag behind the writes)."""
+        progressed = self.progress()
+        unusable = self.not_checkpoints(progressed) if self.node == 0 else {}
+        dendrites = folder_facts(self.save_dir)[0]
+        most, source = folder_limit(self.save_dir)
+        return FolderAtEnd(complete=self.complete(), progressed=progressed, unusable=unusable, dendrites=dendrites,
+                           max_dendrites=most, max_from=source, loaded_switch=self.loaded_switch)
 
     def _records_dir(self) -> Path | None:
         """SAVE/.pai-launch/restructures (made if absent) for rank 0's records of in-process restructures; None in

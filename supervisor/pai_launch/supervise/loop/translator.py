@@ -45,11 +45,11 @@ from pai_launch.core.observations import (
 from pai_launch.core.reports import dendrite_verdict, generation_end
 from pai_launch.placement.spec import IN_PROCESS
 from pai_launch.savefmt import restructure_record, savedir
-from pai_launch.savefmt.pai_files import folder_facts, folder_limit
+from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise.children import signals
 from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.supervise.folder import logspace
-from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.folder.session import FolderAtEnd, SaveSession
 from pai_launch.supervise.outputs.notify import Notifier
 from pai_launch.wire import failure_causes, log_events
 from pai_launch.wire.errors import LaunchError
@@ -149,7 +149,8 @@ class Translator:
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
-        event = GenerationEnded(failures, complete=self.session.complete(), now=raw.now, **self.dendrite_facts(True))
+        folder = self.session.at_generation_end()
+        event = GenerationEnded(failures, complete=folder.complete, now=raw.now, **dendrite_facts(folder))
         return self.generation_ended(event, state, duration)
 
     def agent_started(self, raw: AgentStarted) -> None:
@@ -202,13 +203,14 @@ class Translator:
             failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
                              for f in result.failures)
         stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
-        complete = self.session.complete()
-        progressed, failures = self.checked_progress(self.session.progress(), failures, complete, state.generation)
+        folder = self.session.at_generation_end()
+        progressed, failures = checked_progress(folder, failures, state.generation)
         fatal = result.fatal if result else None
         if fatal is None and result is not None and not result.error and failures:
             fatal = self.output_lost()
-        event = GenerationEnded(failures, complete=complete, progressed=progressed, now=raw.now, stopped=stopped,
-                                fatal=fatal, loaded_from=self.session.loaded_switch, **self.dendrite_facts(progressed))
+        event = GenerationEnded(failures, complete=folder.complete, progressed=progressed, now=raw.now, stopped=stopped,
+                                fatal=fatal, loaded_from=folder.loaded_switch,
+                                **(dendrite_facts(folder) if progressed else {}))
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
 
     def output_lost(self) -> str | None:
@@ -218,29 +220,6 @@ class Translator:
         if problem:
             self.log.error(log_events.LOG_DIR_FULL, reason=problem)
         return problem
-
-    def dendrite_facts(self, progressed) -> dict:
-        """The dendrites in the model and the most the script's settings allow, once a generation made progress (or a
-        DataParallel process ended), for the machine to record and to name a run that grows past its maximum."""
-        if not progressed:
-            return {}
-        most, source = folder_limit(self.session.save_dir)
-        return {"dendrites": folder_facts(self.session.save_dir)[0], "max_dendrites": most, "max_from": source}
-
-    def checked_progress(self, progressed: tuple[str, ...], failures: tuple[Failure, ...], complete: bool,
-                         generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
-        """Progress is only switch files a resume can load: those that fail the checkpoint check are dropped (the next
-        start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed. Node 0
-        only, where rank 0 wrote them: another node's view of a shared folder may lag behind the writes."""
-        bad = self.session.not_checkpoints(progressed) if self.session.node == 0 else {}
-        if not bad:
-            return progressed, failures
-        kept = tuple(name for name in progressed if name not in bad)
-        if kept or failures or complete:
-            return kept, failures
-        listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
-        detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
-        return kept, (Failure.checkpoint(detail),)
 
     def restructured_in_process(self, raw: RestructureRecorded, state: machine.State) -> SaveActivity | None:
         """restructured_in_process, once per record, with the dendrites now in the model: training went on."""
@@ -297,6 +276,27 @@ class Translator:
             self.log.error(log_events.WORKER_LOG_TAIL, rank=first.rank, **where, tail=first.log_tail,
                            log_line=failure_causes.explaining_line(first.log_tail)[:500])
         return event
+
+
+def dendrite_facts(folder: FolderAtEnd) -> dict:
+    """The dendrites in the model and the most the script's settings allow, for the machine to record and to name a
+    run that grows past its maximum (given once a generation made progress, or a DataParallel process ended)."""
+    return {"dendrites": folder.dendrites, "max_dendrites": folder.max_dendrites, "max_from": folder.max_from}
+
+
+def checked_progress(folder: FolderAtEnd, failures: tuple[Failure, ...],
+                     generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
+    """Progress is only switch files a resume can load: those that fail the checkpoint check are dropped (the next
+    start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed."""
+    bad = folder.unusable
+    if not bad:
+        return folder.progressed, failures
+    kept = tuple(name for name in folder.progressed if name not in bad)
+    if kept or failures or folder.complete:
+        return kept, failures
+    listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
+    detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
+    return kept, (Failure.checkpoint(detail),)
 
 
 def agent_exit_fields(raw: AgentGone) -> dict:
