@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pai_launch.core.observations import (
     AgentAnswered,
+    AgentGone,
     AgentReported,
     AgentStarted,
     MarkerAppeared,
@@ -56,6 +57,8 @@ class Gen:
     writes: tuple[tuple[str, bytes], ...] = ()
     failures: tuple[tuple[int, int, str], ...] = ()
     agent_dies: int | None = None
+    #: Instead: the agent exits before it takes the request (exit code, the reason it gave), handing it back.
+    agent_leaves: tuple[int, str] | None = None
 
 
 def switch(number: int) -> Gen:
@@ -149,6 +152,11 @@ class ScriptedAgent:
     def run(self, request: GenerationRequest) -> None:
         self._world.requests.append(request)
         gen = self._world.next_generation()
+        if gen.agent_leaves is not None:
+            code, why = gen.agent_leaves
+            self._dead, self.popen = True, _Exited(code)
+            self._report(AgentGone(self.pid, code, why, request, time.monotonic()))
+            return
         for name, content in gen.writes:
             path = self._world.save_dir / name
             path.parent.mkdir(parents=True, exist_ok=True)

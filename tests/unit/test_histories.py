@@ -87,3 +87,17 @@ def test_an_init_run_that_rejects_the_init_flag_starts_no_generation_and_names_t
     events = {event["event"]: event for event in json_events(capfd.readouterr().err)}
     assert "--perforate_model_parallel" in events["init_output_tail"]["fix"]
     assert 'add parser.add_argument("--perforate_model_parallel"' in events["run_finished"]["reason"]
+
+
+def test_an_agent_that_leaves_before_taking_its_request_is_replaced_and_named_and_no_failure_is_counted(tmp_path):
+    played = play(tmp_path, [switch(2), Gen(agent_leaves=(1, "its forkserver could not start")), switch(4), complete()])
+
+    assert played.exit_code == 0, played.names()
+    first_agent = played.all("generation_started")[0]["agent_pid"]
+    replaced = played.event("agent_replaced")
+    assert (replaced["agent_pid"], replaced["exit"], replaced["reason"]) == (first_agent, "exit code 1",
+                                                                           "its forkserver could not start")
+    assert replaced["new_agent_pid"] == played.event("generation_started")["agent_pid"] != first_agent
+    assert played.processes.agents == 2
+    assert "generation_failed" not in played.names() and "retry_scheduled" not in played.names()
+    assert [r.generation for r in played.processes.requests] == [1, 2, 2, 3]  # the request handed back, run as it was

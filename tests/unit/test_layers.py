@@ -208,7 +208,7 @@ def test_a_forbidden_import_inside_a_function_is_seen(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("edge, group, expected", [
     ("pai_launch.supervise.loop.runner", "children", False),
-    ("pai_launch.supervise.loop.executors", "outputs", False),
+    ("pai_launch.supervise.loop.effects", "outputs", False),
     ("pai_launch.supervise.children.threads", "loop", True),
     ("pai_launch.supervise.job.plan", "children", True),
     ("pai_launch.supervise.children.proctable", "folder", False),

@@ -116,34 +116,25 @@ def test_a_garbage_switch_file_failure_counts_like_any_failure():
     assert "wrote no usable switch file" in actions[-1].reason
 
 
-class _Session:
-    """What Translator asks of the save folder here: which switch files fail the check."""
+def _folder(progressed, bad):
+    from pai_launch.supervise.folder.session import FolderAtEnd
 
-    def __init__(self, bad=None, node=0):
-        self.bad, self.node = bad or {}, node
-
-    def not_checkpoints(self, names):
-        return {name: why for name, why in self.bad.items() if name in names}
-
-
-def _observer(**kwargs):
-    from types import SimpleNamespace
-
-    return SimpleNamespace(session=_Session(**kwargs))
+    return FolderAtEnd(complete=False, progressed=progressed, unusable=bad, dendrites=0, max_dendrites=None,
+                       max_from="", loaded_switch=None)
 
 
 def test_progress_keeps_only_switch_files_that_pass_the_check():
-    from pai_launch.supervise.loop.translator import Translator
+    from pai_launch.supervise.loop.translator import checked_progress
 
-    obs = _observer(bad={"switch_4.pt": "not a checkpoint"})
-    assert Translator.checked_progress(obs, ("switch_2.pt", "switch_4.pt"), (), False, 2) == (("switch_2.pt",), ())
-    kept, failures = Translator.checked_progress(obs, ("switch_4.pt",), (), False, 2)
+    bad = {"switch_4.pt": "not a checkpoint"}
+    assert checked_progress(_folder(("switch_2.pt", "switch_4.pt"), bad), (), 2) == (("switch_2.pt",), ())
+    kept, failures = checked_progress(_folder(("switch_4.pt",), bad), (), 2)
     assert kept == () and failures[0].cause.value == "checkpoint"
     assert "generation 2 wrote no usable switch file (switch_4.pt: not a checkpoint)" in failures[0].describe()
     crash = (Failure.worker(1, 3),)
-    assert Translator.checked_progress(obs, ("switch_4.pt",), crash, False, 2) == ((), crash), "a crash stays the cause"
-    other_node = _observer(bad={"switch_4.pt": "not a checkpoint"}, node=1)
-    assert Translator.checked_progress(other_node, ("switch_4.pt",), (), False, 2) == (("switch_4.pt",), ())
+    assert checked_progress(_folder(("switch_4.pt",), bad), crash, 2) == ((), crash), "a crash stays the cause"
+    # Another node checks nothing (its view of a shared folder may lag): its reading has no unusable files.
+    assert checked_progress(_folder(("switch_4.pt",), {}), (), 2) == (("switch_4.pt",), ())
 
 
 def test_a_ranks_own_proof_outranks_a_late_write_seen_in_the_save_folder():

@@ -57,19 +57,15 @@ def test_a_stop_before_anything_started_is_recorded_in_a_save_folder_the_script_
     assert not list(tmp_path.glob("pai-launch-logs-*"))  # the private log folder went with the run
 
 
-def test_every_action_the_machine_can_ask_for_has_one_executor_in_the_table():
-    """The runner dispatches through one table built from the Action union: each type has its method, and a runner
-    without one is named (the check that runs when the module is imported)."""
+def test_every_action_the_machine_can_ask_for_has_one_effect_in_the_table():
+    """The loop dispatches through one typed table of effects, complete for the Action union; a table without one
+    is named (the check that runs when the module is imported)."""
     from typing import get_args
 
-    from pai_launch.core.actions import Action, Finish
-    from pai_launch.supervise.loop import runner
+    from pai_launch.core.actions import Action, ReportStall
+    from pai_launch.supervise.loop import effects
 
-    assert set(runner.EXECUTORS) == set(get_args(Action)) - {Finish}
-    assert runner.missing_executors() == []
-
-    class Partial(runner.Runner):
-        execute_ReportStall = None  # as if the executor had been forgotten
-
-    assert runner.missing_executors(Partial) == ["ReportStall"]
-
+    assert set(effects.EFFECTS) == set(get_args(Action))
+    assert effects.missing_effects() == []
+    partial = {kind: effect for kind, effect in effects.EFFECTS.items() if kind is not ReportStall}
+    assert effects.missing_effects(partial) == ["ReportStall"]

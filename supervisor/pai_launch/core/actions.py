@@ -33,9 +33,13 @@ class PrepareAgent:
 
 @dataclass(frozen=True)
 class ReplaceAgent:
-    """Start a new agent and hand it the request for `generation` that the last one left without taking."""
+    """Start a new agent and hand it the request for `generation` that the last one left without taking; the one
+    that left (its pid, how it exited, why) is named in the log."""
 
     generation: int
+    replaced_pid: int = 0
+    exit: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ class AgentLeft:
 
     holding: int | None
     now: float
+    #: The agent that left: its pid, how it exited ("exit code 1", "killed by SIGKILL") and the reason it gave.
+    agent_pid: int = 0
+    exit: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def _on_agent_left(policy: Policy, state: State, event: AgentLeft) -> tuple[Stat
     if event.holding is None or event.holding != state.generation or state.phase is not Phase.TRAINING \
             or state.current.stop is not None:
         return state, []
-    return state, [ReplaceAgent(event.holding)]
+    return state, [ReplaceAgent(event.holding, event.agent_pid, event.exit, event.reason)]
 
 
 def _on_save_activity(policy: Policy, state: State, event: SaveActivity) -> tuple[State, list[Action]]:

@@ -1,6 +1,6 @@
 """The one impure loop: turn what happens into events, feed them to the state machine, carry out its actions.
 
-Decisions are machine.py's; what each action does is executors.py's; the save folder is session.py's; processes
+Decisions are machine.py's; what each action does is effects.py's; the save folder is session.py's; processes
 are proctable.py's. This is also the exit-code boundary of a run: whatever goes wrong in here, run() returns a
 documented exit code and leaves no process of ours behind.
 """
@@ -13,10 +13,8 @@ import signal
 import time
 import traceback
 from dataclasses import replace
-from typing import get_args
 
 from pai_launch.core import exitcodes, machine
-from pai_launch.core.actions import Action, Finish
 from pai_launch.core.events import Began, Resumed, SaveFolderLost, Tick
 from pai_launch.core.reports import phase_status
 from pai_launch.placement.spec import LaunchSpec, policy_for
@@ -26,7 +24,7 @@ from pai_launch.supervise.children import coordination
 from pai_launch.supervise.children.agent_process import AGENT_SLOW_START, AGENT_SLOW_START_TEST_ENV, slow_start_due
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
-from pai_launch.supervise.loop.executors import ActionExecutors
+from pai_launch.supervise.loop.effects import EFFECTS, Effects
 from pai_launch.supervise.loop.translator import InternalError, Translator
 from pai_launch.supervise.loop.world import World
 from pai_launch.supervise.outputs import console, logs
@@ -38,7 +36,7 @@ TICK = 0.2
 PAUSED_AFTER = 5.0
 
 
-class Runner(ActionExecutors):
+class Runner:
     def __init__(self, spec: LaunchSpec, session: SaveSession, inbox: queue.SimpleQueue, env: dict[str, str],
                  visible: tuple[str, ...], world: World, job: coordination.Job | None = None,
                  notes: list[tuple[str, dict]] = ()) -> None:
@@ -48,16 +46,18 @@ class Runner(ActionExecutors):
         self.notes = list(notes)
         self.spec, self.session, self.inbox, self.env, self.visible = spec, session, inbox, env, visible
         self.policy = policy_for(spec, os.environ)
-        self.notifier = world.notifier
-        self.table = world.table
+        self.world, self.notifier, self.table = world, world.notifier, world.table
         self.state = machine.start(**session.carried_over())
         self.next_tick = 0.0
         #: When the last Tick (or Resumed) was made: a much later one means the loop did not run meanwhile.
         self.last_tick: float | None = None
         self.job = job
         self.store_host = job.host if job is not None else None
-        #: The init run was the last thing started: the folder it removed and wrote again is taken anew.
-        self.after_init = False
+        #: Made once the save folder is taken (run()): they write into it.
+        self.views: RunViews | None = None
+        self.log = None
+        self.translator: Translator | None = None
+        self.effects: Effects | None = None
         #: Agent pid -> how often it was reported not ready yet; when that is first said (seconds).
         self.slow_told: dict[int, int] = {}
         self.slow_start_after = seconds_from(os.environ.get(AGENT_SLOW_START_TEST_ENV), AGENT_SLOW_START)
@@ -95,6 +95,9 @@ class Runner(ActionExecutors):
                     self.log.error(log_events.JOB_SETUP_FAILED, error=str(exc))
                     return exitcodes.USAGE
             self.translator = Translator(self.session, self.table, self.log, self.notifier)
+            self.effects = Effects(self.spec, self.session, self.world, self.inbox, self.log, env=self.env,
+                                   visible=self.visible, policy=self.policy, store_host=self.store_host,
+                                   started=time.monotonic())
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
@@ -112,8 +115,21 @@ class Runner(ActionExecutors):
                 self.views.close()
 
     def supervise(self) -> int:
-        started = time.monotonic()
-        self.inbox.put(Began(self.session.needs_init(), started))  # behind any signal already queued
+        self.inbox.put(Began(self.session.needs_init(), time.monotonic()))  # behind any signal already queued
+        self.announce_start()
+        while True:
+            before = self.state
+            self.state, actions = machine.step(self.policy, before, self.next_event())
+            self.announce(before, self.state)
+            for action in actions:
+                exit_code = EFFECTS[type(action)](self.effects, action, self.state)
+                if exit_code is not None:
+                    return exit_code
+            if self.table.run_started():
+                self.notifier.ready()  # once: the first process of the run is running
+
+    def announce_start(self) -> None:
+        """What the run starts with, said once: the job's shape, the run, the warnings it starts with."""
         if self.spec.slurm_job_id is not None:
             self.log.info(log_events.SLURM_JOB, job_id=self.spec.slurm_job_id, restart_count=self.spec.slurm_restart_count,
                           requeue_on=signal.Signals(self.spec.requeue_on).name if self.spec.requeue_on else None)
@@ -128,32 +144,19 @@ class Runner(ActionExecutors):
         for event, fields in self.notes:
             self.log.warning(event, **fields)
         self.record()
-        while True:
-            before = self.state
-            self.state, actions = machine.step(self.policy, before, self.next_event())
-            reached = self.state.current.reached_training and not before.current.reached_training
-            if reached and self.state.phase is machine.Phase.TRAINING:
-                # The workers' first write beyond start-up files: what a restart costs ends here.
-                self.log.info(log_events.TRAINING_REACHED, generation=self.state.generation,
-                              after_s=round(time.monotonic() - self.state.current.started_at, 2))
-            if self.state.marker_seen and not before.marker_seen:
-                self.log.info(log_events.COMPLETION_MARKER_SEEN, generation=self.state.generation, grace_s=self.spec.grace)
-            self.record()
-            self.notifier.report(phase_status(self.state, self.policy, self.translator.dendrites),
-                                 stopping=self.state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
-            for action in actions:
-                if isinstance(action, Finish) and self.state.requeue and self.spec.nodes.coordinator:
-                    self.requeue_job()
-                if isinstance(action, Finish):
-                    asked = self.state.stopped_by is not None and action.exit_code >= 128  # not a fault found meanwhile
-                    stopped = {"stopped_by": self.state.stopped_by} if asked else {}
-                    log = self.log.info if action.exit_code == 0 or stopped else self.log.error
-                    log(log_events.RUN_FINISHED, exit_code=action.exit_code, reason=action.reason, generations=self.state.generation,
-                        duration_s=round(time.monotonic() - started, 2), **stopped)
-                    return action.exit_code
-                getattr(self, EXECUTORS[type(action)])(action)
-            if self.table.run_started():
-                self.notifier.ready()  # once: the first process of the run is running
+
+    def announce(self, before: machine.State, after: machine.State) -> None:
+        """What a step of the machine changed, said: training reached, the marker seen; the state recorded in the
+        save folder and given to systemd."""
+        if after.current.reached_training and not before.current.reached_training and after.phase is machine.Phase.TRAINING:
+            # The workers' first write beyond start-up files: what a restart costs ends here.
+            self.log.info(log_events.TRAINING_REACHED, generation=after.generation,
+                          after_s=round(time.monotonic() - after.current.started_at, 2))
+        if after.marker_seen and not before.marker_seen:
+            self.log.info(log_events.COMPLETION_MARKER_SEEN, generation=after.generation, grace_s=self.spec.grace)
+        self.record()
+        self.notifier.report(phase_status(after, self.policy, self.translator.dendrites),
+                             stopping=after.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
 
     def console_lost(self, stream: str, error: str) -> None:
         """Our stdout or stderr went away (a closed terminal, a reader that quit, a full disk): the run goes on, its
@@ -244,21 +247,6 @@ class Runner(ActionExecutors):
             problem = self.session.problem(during=f"generation {self.state.generation}" if running else None)
             if problem:
                 self.inbox.put(SaveFolderLost(problem, time.monotonic()))
-
-#: Each action the machine can ask for and the Runner method that carries it out (Finish ends the loop itself).
-EXECUTORS: dict[type, str] = {kind: f"execute_{kind.__name__}" for kind in get_args(Action) if kind is not Finish}
-
-
-def missing_executors(runner: type = Runner) -> list[str]:
-    """Actions the runner cannot carry out: checked as this module is imported, so a new action without its executor
-    fails every test that imports the runner rather than a run that reaches it."""
-    return sorted(kind.__name__ for kind, name in EXECUTORS.items() if not callable(getattr(runner, name, None)))
-
-
-if missing_executors():
-    raise ImportError(f"supervise.loop.runner: no executor for {', '.join(missing_executors())}: "
-                      "add Runner.execute_<Action>")
-
 
 def seconds_from(text: str | None, default: float) -> float:
     """A positive number of seconds from `text` (a test's setting), else `default`."""

@@ -75,8 +75,6 @@ class Translator:
         self.dendrites = folder_facts(session.save_dir)[0]
         #: In-process restructures already logged, by (record file, its time): a file is written in several events.
         self.recorded: set[tuple[str, object]] = set()
-        #: How the last agent that left between generations ended (agent_replaced names it).
-        self.last_agent_exit: dict = {}
         #: --restructure in-process, yet a generation ended at a restructure: said once.
         self.restarts_noted = False
 
@@ -179,8 +177,8 @@ class Translator:
         fields = agent_exit_fields(raw)
         if raw.pending is None and (raw.why or raw.returncode != 0):
             self.log.warning(log_events.AGENT_EXITED, **fields)
-        self.last_agent_exit = fields
-        return AgentLeft(None if raw.pending is None else raw.pending.generation, raw.now)
+        return AgentLeft(None if raw.pending is None else raw.pending.generation, raw.now, agent_pid=raw.agent_pid,
+                         exit=fields["exit"], reason=raw.why)
 
     def agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
         result = raw.result

@@ -1,14 +1,36 @@
 """What each action of the state machine does to the world: start the init run or a generation, adopt a folder,
-signal, kill, schedule a retry, announce a job's stop, report a stall. One method per action (execute_<Action>),
-found through runner.EXECUTORS, which is checked when the runner is imported; the loop that calls them is runner's.
+signal, kill, schedule a retry, announce a job's stop, report a stall, finish. One method per action, found through
+EFFECTS (one typed table, complete for the Action union: checked as this module is imported); each gets the action
+and the state the machine left, and what it learns goes back to the inbox as an event, never into the loop's memory.
 """
 
 from __future__ import annotations
 
+import queue
 import signal
 import subprocess
 import time
+from collections.abc import Callable
+from typing import get_args
 
+from pai_launch.core import machine
+from pai_launch.core.actions import (
+    Action,
+    AdoptSaveFolder,
+    AnnounceStop,
+    Finish,
+    KillRun,
+    PrepareAgent,
+    RecheckProgress,
+    ReplaceAgent,
+    ReportAgentHung,
+    ReportRunaway,
+    ReportStall,
+    ScheduleRetry,
+    SignalRun,
+    StartGeneration,
+    StartInit,
+)
 from pai_launch.core.events import (
     AdoptionRefused,
     GenerationRefused,
@@ -17,18 +39,34 @@ from pai_launch.core.events import (
     SaveFolderLost,
 )
 from pai_launch.core.observations import Role
+from pai_launch.core.state import Policy, State
+from pai_launch.placement.spec import LaunchSpec
 from pai_launch.savefmt import adoptions, savedir
 from pai_launch.savefmt.record import StateError
+from pai_launch.supervise.children import coordination
 from pai_launch.supervise.folder import logspace
 from pai_launch.supervise.folder.savefolder import INIT_RUN, SaveFolderError
+from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
+from pai_launch.supervise.loop.world import World
 from pai_launch.wire import crossnode, log_events, storevalues
 from pai_launch.wire.protocol import StopJob
 
 
-class ActionExecutors:
-    """The Runner's executors, kept apart from its loop; they use the runner's spec, session, process table, log,
-    inbox and state."""
+class Effects:
+    """The run's hands: its spec, save session, world, log and inbox, and the one thing it remembers between actions
+    (whether the init run was the last thing started)."""
+
+    def __init__(self, spec: LaunchSpec, session: SaveSession, world: World, inbox: queue.SimpleQueue, log, *,
+                 env: dict[str, str], visible: tuple[str, ...], policy: Policy, store_host: coordination.StoreHost | None,
+                 started: float) -> None:
+        self.spec, self.session, self.inbox, self.log = spec, session, inbox, log
+        self.table, self.notifier = world.table, world.notifier
+        self.env, self.visible, self.policy, self.store_host = env, visible, policy, store_host
+        #: When the run began (time.monotonic()): run_finished says how long it took.
+        self.started = started
+        #: The init run was the last thing started: the folder it removed and wrote again is taken anew.
+        self.after_init = False
 
     def requeue_job(self) -> None:
         """--requeue-on: every process of the run is stopped; have Slurm run the job again (it resumes from here)."""
@@ -44,7 +82,7 @@ class ActionExecutors:
             self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=(done.stderr or done.stdout).strip(),
                            hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
 
-    def execute_StartInit(self, action) -> None:
+    def start_init(self, action: StartInit, state: State) -> None:
         full = savedir.space_problem(self.session.save_dir)
         if full:  # the init run could not write its settings: say why, rather than that it failed
             self.inbox.put(GenerationRefused(full, time.monotonic()))
@@ -55,7 +93,7 @@ class ActionExecutors:
         pid = self.table.start_plain(Role.INIT, command)
         self.log.info(log_events.INIT_STARTED, pid=pid, command=" ".join(command.argv[1:]))
 
-    def execute_AdoptSaveFolder(self, action) -> None:
+    def adopt_save_folder(self, action: AdoptSaveFolder, state: State) -> None:
         now = time.monotonic()
         try:
             self.session.adopt(action.name)
@@ -74,7 +112,7 @@ class ActionExecutors:
                                  hint=f"start this run again with --save-name {action.name} to resume it")
             self.inbox.put(SaveFolderAdopted(action.name, now))
 
-    def execute_StartGeneration(self, action) -> None:
+    def start_generation(self, action: StartGeneration, state: State) -> None:
         during, self.after_init = (INIT_RUN if self.after_init else None), False
         # One node's files can be made again in a folder its init run removed and wrote; a job's other nodes had theirs
         # in the removed one too, so a job stops and says why.
@@ -111,7 +149,7 @@ class ActionExecutors:
         self.session.generation_starting()
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
                                           self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
-                                          failures=self.state.failures, records=self.session.records)
+                                          failures=state.failures, records=self.session.records)
         pid, had = self.table.start_agent(request)
         self.log.info(log_events.GENERATION_STARTED, generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
                       agent_pid=pid, agent_started_ahead=had)
@@ -126,31 +164,33 @@ class ActionExecutors:
     def quarantined(self, name: str, problem: str, moved) -> None:
         self.log.warning(log_events.CHECKPOINT_QUARANTINED, file=name, problem=problem, moved_to=str(moved))
 
-    def execute_PrepareAgent(self, action) -> None:
+    def prepare_agent(self, action: PrepareAgent, state: State) -> None:
         self.table.prepare_agent()
 
-    def execute_ReplaceAgent(self, action) -> None:
+    def replace_agent(self, action: ReplaceAgent, state: State) -> None:
         new_pid = self.table.replace_agent(action.generation)
         if new_pid is not None:
-            self.log.warning(log_events.AGENT_REPLACED, **self.translator.last_agent_exit, new_agent_pid=new_pid)
+            left = {"reason": action.reason} if action.reason else {}
+            self.log.warning(log_events.AGENT_REPLACED, agent_pid=action.replaced_pid, exit=action.exit, **left,
+                             new_agent_pid=new_pid)
 
-    def execute_SignalRun(self, action) -> None:
+    def signal_run(self, action: SignalRun, state: State) -> None:
         targets = self.table.signal_run(action.signum, only_new=action.only_new)
         if not action.only_new:
             self.log.info(log_events.SIGNAL_FORWARDED, signal=signal.Signals(action.signum).name, pids=targets)
         elif targets:
             self.log.info(log_events.LATE_WORKERS_SIGNALLED, signal=signal.Signals(action.signum).name, pids=targets)
 
-    def execute_KillRun(self, action) -> None:
+    def kill_run(self, action: KillRun, state: State) -> None:
         self.log.warning(log_events.RUN_KILLED, processes=self.table.kill_all())
 
-    def execute_ScheduleRetry(self, action) -> None:
+    def schedule_retry(self, action: ScheduleRetry, state: State) -> None:
         # The backoff counts from the failure's discovery; retry_in_s is what is left of it as this line is written.
-        left = max(0.0, (self.state.current.retry_at or 0.0) - time.monotonic())
+        left = max(0.0, (state.current.retry_at or 0.0) - time.monotonic())
         self.log.warning(log_events.RETRY_SCHEDULED, delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
                          max_failures=self.spec.max_failures, reason=action.reason)
 
-    def execute_AnnounceStop(self, action) -> None:
+    def announce_stop(self, action: AnnounceStop, state: State) -> None:
         nodes = self.spec.nodes
         stop = StopJob(action.signum, action.reason, nodes.host, nodes.port, nodes.secret)
         if self.store_host is not None:
@@ -163,28 +203,67 @@ class ActionExecutors:
         log(log_events.JOB_STOP_ANNOUNCED, reason=action.reason, told=told,
             **({} if told else {"hint": "no agent to reach node 0's store: the other nodes notice this node is gone"}))
 
-    def execute_RecheckProgress(self, action) -> None:
+    def recheck_progress(self, action: RecheckProgress, state: State) -> None:
         self.inbox.put(ProgressRechecked(complete=self.session.complete(), progressed=self.session.progress(),
                                          now=time.monotonic()))
 
-    def execute_ReportAgentHung(self, action) -> None:
-        kill_in = self.state.current.stop.deadline - time.monotonic()
-        self.log.error(log_events.AGENT_HUNG, generation=self.state.generation, agent_pid=self.table.agent_pid,
-                       silent_s=round(action.silent, 1), reason=self.state.reason,
+    def report_agent_hung(self, action: ReportAgentHung, state: State) -> None:
+        kill_in = state.current.stop.deadline - time.monotonic()
+        self.log.error(log_events.AGENT_HUNG, generation=state.generation, agent_pid=self.table.agent_pid,
+                       silent_s=round(action.silent, 1), reason=state.reason,
                        action=f"stopping its workers, then killing it in {kill_in:.0f} s; the generation is retried "
                               "with a new agent")
 
-    def execute_ReportRunaway(self, action) -> None:
-        self.log.warning(log_events.DENDRITES_PAST_MAXIMUM, generation=self.state.generation, dendrites=action.dendrites,
+    def report_runaway(self, action: ReportRunaway, state: State) -> None:
+        self.log.warning(log_events.DENDRITES_PAST_MAXIMUM, generation=state.generation, dendrites=action.dendrites,
                          max_dendrites=action.most, limit_from=action.source,
                          hint="PerforatedAI keeps adding dendrites past the maximum its settings allow (a dendrite "
                               "capacity test left on, or a setting changed after perforate_model): check the script's "
                               "GPA.pc settings (pai-launch doctor SCRIPT names one changed too late), or stop the "
                               "run at a count with --max-dendrites N")
-        self.notifier.status(f"generation {self.state.generation}: {action.dendrites} dendrites, past the maximum of "
+        self.notifier.status(f"generation {state.generation}: {action.dendrites} dendrites, past the maximum of "
                              f"{action.most} the script's settings allow")
 
-    def execute_ReportStall(self, action) -> None:
-        self.log.error(log_events.STALL_DETECTED, generation=self.state.generation, idle_s=round(action.idle, 1),
+    def report_stall(self, action: ReportStall, state: State) -> None:
+        self.log.error(log_events.STALL_DETECTED, generation=state.generation, idle_s=round(action.idle, 1),
                        action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
 
+    def finish(self, action: Finish, state: State) -> int:
+        """The run's end: Slurm asked to run the job again where the stop was --requeue-on's; its last line."""
+        if state.requeue and self.spec.nodes.coordinator:
+            self.requeue_job()
+        asked = state.stopped_by is not None and action.exit_code >= 128  # not a fault found meanwhile
+        stopped = {"stopped_by": state.stopped_by} if asked else {}
+        log = self.log.info if action.exit_code == 0 or stopped else self.log.error
+        log(log_events.RUN_FINISHED, exit_code=action.exit_code, reason=action.reason, generations=state.generation,
+            duration_s=round(time.monotonic() - self.started, 2), **stopped)
+        return action.exit_code
+
+
+#: Each action the machine can ask for and what carries it out; only Finish returns (the run's exit code).
+EFFECTS: dict[type, Callable[[Effects, Action, machine.State], int | None]] = {
+    StartInit: Effects.start_init,
+    AdoptSaveFolder: Effects.adopt_save_folder,
+    StartGeneration: Effects.start_generation,
+    PrepareAgent: Effects.prepare_agent,
+    ReplaceAgent: Effects.replace_agent,
+    SignalRun: Effects.signal_run,
+    KillRun: Effects.kill_run,
+    ScheduleRetry: Effects.schedule_retry,
+    AnnounceStop: Effects.announce_stop,
+    RecheckProgress: Effects.recheck_progress,
+    ReportAgentHung: Effects.report_agent_hung,
+    ReportRunaway: Effects.report_runaway,
+    ReportStall: Effects.report_stall,
+    Finish: Effects.finish,
+}
+
+
+def missing_effects(table: dict[type, Callable] = EFFECTS) -> list[str]:
+    """Actions nothing carries out: checked as this module is imported, so a new action without its effect fails
+    every test that imports the loop rather than a run that reaches it."""
+    return sorted(kind.__name__ for kind in get_args(Action) if kind not in table)
+
+
+if missing_effects():
+    raise ImportError(f"supervise.loop.effects: nothing carries out {', '.join(missing_effects())}: add it to EFFECTS")
