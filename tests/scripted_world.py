@@ -7,6 +7,7 @@ in a fraction of a second per generation. What only processes show (signals, orp
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import queue
 import sys
@@ -24,6 +25,7 @@ from pai_launch.core.observations import (
     ProcessExited,
     Role,
     SaveWritten,
+    SignalReceived,
 )
 from pai_launch.linux import procs
 from pai_launch.placement.spec import LaunchSpec
@@ -59,6 +61,15 @@ class Gen:
     agent_dies: int | None = None
     #: Instead: the agent exits before it takes the request (exit code, the reason it gave), handing it back.
     agent_leaves: tuple[int, str] | None = None
+    #: Once it ended, pai-launch receives this signal (as its handler queues one).
+    then_signal: int | None = None
+
+
+def play_writes(save_dir: Path, gen: Gen) -> None:
+    for name, content in gen.writes:
+        path = save_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
 
 
 def switch(number: int) -> Gen:
@@ -78,7 +89,8 @@ class ObservedInbox(queue.Queue):
 
     def __init__(self, lagging_watcher: bool = False) -> None:
         super().__init__()
-        self._seen: set[str] = set()
+        #: Each file's latest report, by when the watcher made it.
+        self._seen: dict[str, float] = {}
         self._changed = threading.Condition()
         self._lagging = lagging_watcher
         self._held: list = []
@@ -95,13 +107,13 @@ class ObservedInbox(queue.Queue):
                 super().put(late)
         if name is not None:
             with self._changed:
-                self._seen.add(name)
+                self._seen[name] = item.now
                 self._changed.notify_all()
 
-    def wait_seen(self, names: list[str], timeout: float = 10.0) -> None:
+    def wait_seen(self, names: list[str], since: float, timeout: float = 10.0) -> None:
+        """Until the watcher has reported each of `names` as written at or after `since` (time.monotonic())."""
         with self._changed:
-            self._changed.wait_for(lambda: self._seen.issuperset(names), timeout)
-            self._seen.clear()
+            self._changed.wait_for(lambda: all(self._seen.get(name, -1.0) >= since for name in names), timeout)
 
 
 @dataclass
@@ -119,8 +131,15 @@ class ScriptedPlain:
         self.role, self.pid, self._world, self._report = role, next(_PIDS), world, report
 
     def start(self) -> ScriptedPlain:
-        if self.role is not Role.INIT:
-            raise NotImplementedError("the scripted world plays DDP runs only")
+        if self.role is Role.DATA_PARALLEL:  # one process plays the next generation: its first failure is its exit
+            gen = self._world.next_generation(self._world.dp_runs)
+            self._world.dp_runs += 1
+            since = time.monotonic()
+            play_writes(self._world.save_dir, gen)
+            self._world.inbox.wait_seen([name for name, _ in gen.writes], since)
+            code, tail = (gen.failures[0][1], gen.failures[0][2]) if gen.failures else (0, "")
+            self._report(ProcessExited(self.role, code, tail, time.monotonic()))
+            return self
         code, tail = self._world.init_exit
         if code == 0:
             self._world.save_dir.mkdir(exist_ok=True)
@@ -151,18 +170,17 @@ class ScriptedAgent:
 
     def run(self, request: GenerationRequest) -> None:
         self._world.requests.append(request)
+        self._world.asked_at.append(time.monotonic())
         gen = self._world.next_generation()
         if gen.agent_leaves is not None:
             code, why = gen.agent_leaves
             self._dead, self.popen = True, _Exited(code)
             self._report(AgentGone(self.pid, code, why, request, time.monotonic()))
             return
-        for name, content in gen.writes:
-            path = self._world.save_dir / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
+        since = time.monotonic()
+        play_writes(self._world.save_dir, gen)
         if not self._world.inbox._lagging:
-            self._world.inbox.wait_seen([name for name, _ in gen.writes])
+            self._world.inbox.wait_seen([name for name, _ in gen.writes], since)
         now = time.monotonic()
         if gen.agent_dies is not None:
             self._dead = True
@@ -171,8 +189,11 @@ class ScriptedAgent:
             return
         failures = tuple(WorkerFailure(rank, code, 2000 + rank, tail, at=time.time() + rank / 1000)
                          for rank, code, tail in gen.failures)
+        self._world.ended_at.append(now)
         self._report(AgentReported(self.pid, GenerationResult(request.generation, failures, log_dir=request.log_dir),
                                    None, now))
+        if gen.then_signal is not None:
+            self._report(SignalReceived(gen.then_signal, time.monotonic()))
 
     def ping(self, now: float, every: float) -> None:
         if not self._dead:
@@ -203,9 +224,14 @@ class ScriptedProcesses:
     requests: list[GenerationRequest] = field(default_factory=list)
     inits: int = 0
     agents: int = 0
+    #: DataParallel processes started (each plays the next generation).
+    dp_runs: int = 0
+    #: time.monotonic() of each request's arrival, and of each generation's result.
+    asked_at: list[float] = field(default_factory=list)
+    ended_at: list[float] = field(default_factory=list)
 
-    def next_generation(self) -> Gen:
-        index = len(self.requests) - 1
+    def next_generation(self, index: int | None = None) -> Gen:
+        index = len(self.requests) - 1 if index is None else index
         assert index < len(self.generations), f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
         return self.generations[index]
 
@@ -241,6 +267,15 @@ class Played:
     def all(self, name: str) -> list[dict]:
         return [event for event in self.events if event["event"] == name]
 
+    def state(self) -> dict:
+        """SAVE/.pai-launch/state.json as the run left it."""
+        return json.loads((self.processes.save_dir / ".pai-launch" / "state.json").read_text())
+
+    def retry_gaps(self) -> list[float]:
+        """Seconds from each failed generation's result to the next request (the backoff counts from there)."""
+        ended, asked = self.processes.ended_at, self.processes.asked_at
+        return [asked[index + 1] - ended[index] for index in range(len(ended)) if index + 1 < len(asked)]
+
 
 def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
     """The run's real world, around the run alone: this test process's other children (a shared cluster's servers,
@@ -252,7 +287,9 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
          **spec_fields) -> Played:
     """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
     scripted history; no process is started. `spec_fields`: the command line's settings (LaunchSpec's fields)."""
-    defaults = {"nproc": 2, "log_format": "json", "backoff": 0.05, "backoff_max": 0.05, "doctor": False}
+    # As on the command line: --max-failures given is a request for retries (the same crash too).
+    defaults = {"nproc": 2, "log_format": "json", "backoff": 0.05, "backoff_max": 0.05, "doctor": False,
+                "retries_requested": "max_failures" in spec_fields}
     spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, **{**defaults, **spec_fields})
     env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
     inbox = ObservedInbox(lagging_watcher)
