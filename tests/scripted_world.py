@@ -6,6 +6,7 @@ in a fraction of a second per generation. What only processes show (signals, orp
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
@@ -13,6 +14,7 @@ import queue
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,24 @@ _PIDS = itertools.count(10**8)
 def checkpoint() -> bytes:
     """A whole switch file, as PerforatedAI writes one (safetensors)."""
     return safetensors_bytes(os.urandom(64))
+
+
+def loads(path: Path) -> bool:
+    """Whether a script could load this switch file: a whole safetensors file, or a whole zip (torch.save's form), as
+    the fake trainer and the real library check them (not pai-launch's own check: this is what it must agree with)."""
+    data = path.read_bytes()
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        try:
+            return zipfile.ZipFile(io.BytesIO(data)).testzip() is None
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return False
+    size = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    try:
+        header = json.loads(data[8:8 + size]) if 0 <= size <= len(data) - 8 else None
+        end = max(entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return 8 + size + end == len(data)
 
 
 def torn() -> bytes:
@@ -172,6 +192,10 @@ class ScriptedAgent:
         self._world.requests.append(request)
         self._world.asked_at.append(time.monotonic())
         gen = self._world.next_generation()
+        unloadable = self._world.unloadable(request)
+        if unloadable is not None:  # every rank dies in its load, as the library does on a torn file
+            gen = Gen(failures=tuple((rank, 1, f"SafetensorError: incomplete metadata, file not fully covered: {unloadable}")
+                                     for rank in range(request.nproc)))
         if gen.agent_leaves is not None:
             code, why = gen.agent_leaves
             self._dead, self.popen = True, _Exited(code)
@@ -234,6 +258,13 @@ class ScriptedProcesses:
         index = len(self.requests) - 1 if index is None else index
         assert index < len(self.generations), f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
         return self.generations[index]
+
+    def unloadable(self, request: GenerationRequest) -> str | None:
+        """The newest switch file, when the request resumes from the save folder and no script could load it."""
+        if "--pai_load_folder" not in request.args:
+            return None
+        names = sorted(self.save_dir.glob("switch_*.pt"), key=lambda path: int(path.stem.split("_")[1]))
+        return names[-1].name if names and not loads(names[-1]) else None
 
     def spawn(self) -> Spawn:
         return Spawn(plain=lambda role, command, env, report, live: ScriptedPlain(self, role, report).start(),

@@ -1,21 +1,19 @@
-"""Checkpoint integrity end to end: before each launch the newest switch_*.pt must be a whole safetensors file;
-a torn or empty one is moved (never deleted) into SAVE/.pai-launch/quarantine/ and the one before becomes the
-newest; with none left the run resumes from scratch, without --pai_load_folder.
+"""Checkpoint integrity end to end, with real processes: a torn switch file a generation leaves is moved (never
+deleted) into SAVE/.pai-launch/quarantine/ before the next launch, and the one before is loaded. The other cases (a
+torn file found on resume, in four shapes; none valid left; the first generation's torn) are played as histories in
+tests/unit/test_histories_checkpoints.py.
 
 The fake trainer fails like the real library when it is asked to load a torn newest switch file (exit 1,
 "SafetensorError"), so a run that completes without that error shows the quarantine happened in time."""
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import zipfile
 
 import pytest
 
-from tests.helpers import safetensors_bytes
-from tests.proc.launch_files import generations, make_resumable, quarantined
+from tests.proc.launch_files import generations, quarantined
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -63,61 +61,3 @@ def test_a_torn_switch_file_left_by_a_generation_is_quarantined_and_the_one_befo
     assert (save / "switch_2.pt").is_file() and (save / "switch_6.pt").is_file()
     assert generations(launch) == [(1, None), (2, "PAI"), (3, "PAI"), (4, "PAI")]
     assert "resuming_from_scratch" not in names
-
-
-def _torch_zip() -> bytes:
-    """The shape of a torch.save file: a zip archive (its central directory at the end)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("archive/data.pkl", os.urandom(512))
-        archive.writestr("archive/version", "3\n")
-    return buffer.getvalue()
-
-
-@pytest.mark.parametrize("damage", ["truncated", "empty", "header_only", "torch_zip_truncated"])
-def test_a_torn_newest_switch_file_found_on_resume_is_quarantined_byte_for_byte(scene, damage):
-    whole = safetensors_bytes(os.urandom(64))
-    newest = safetensors_bytes(os.urandom(64))
-    torn = {"truncated": newest[: len(newest) - 10], "empty": b"", "header_only": newest[: len(newest) - 64],
-            "torch_zip_truncated": _torch_zip()[:400]}[damage]
-    save = make_resumable(scene.work / "PAI", {2: whole, 4: torn})
-    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "2"])
-
-    assert rc == 0, launch.log_summary()
-    _no_load_error(launch)
-    assert "init_started" not in launch.event_names()
-    assert launch.event("checkpoint_quarantined")["file"] == "switch_4.pt"
-    assert _by_original_name(save) == {"switch_4.pt": torn}
-    assert generations(launch) == [(1, "PAI"), (2, "PAI")]
-    assert [r["load_folder"] for r in scene.records()] == ["PAI"] * 4
-    assert (save / ".training_complete").is_file() and not (save / "switch_4.pt").exists()
-
-
-def test_with_no_valid_switch_file_left_the_run_resumes_from_scratch_without_pai_load_folder(scene):
-    good = safetensors_bytes(os.urandom(64))
-    torn_2, empty_4 = good[:20], b""
-    save = make_resumable(scene.work / "PAI", {2: torn_2, 4: empty_4})
-    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "2"])
-
-    assert rc == 0, launch.log_summary()
-    _no_load_error(launch)
-    assert [e["file"] for e in launch.events("checkpoint_quarantined")] == ["switch_4.pt", "switch_2.pt"]
-    assert "no valid switch" in launch.event("resuming_from_scratch")["reason"]
-    assert _by_original_name(save) == {"switch_2.pt": torn_2, "switch_4.pt": empty_4}
-    # array_dims.csv is there: no init run, generation 1 starts from scratch, generation 2 loads its switch_2.pt.
-    assert "init_started" not in launch.event_names()
-    assert generations(launch) == [(1, None), (2, "PAI")]
-    first = [r for r in scene.records() if r["env"]["PAI_LAUNCH_GENERATION"] == "1"]
-    assert len(first) == 2 and all("--pai_load_folder" not in r["argv"] and r["load_folder"] is None for r in first)
-
-
-def test_a_torn_switch_file_from_the_first_generation_leaves_nothing_valid_and_the_next_starts_from_scratch(scene):
-    launch, rc = scene.run("--nproc", "2", script_args=["--torn-switch-generation", "1", "--generations", "3"])
-
-    assert rc == 0, launch.log_summary()
-    _no_load_error(launch, torn_by=1)
-    save = scene.work / "PAI"
-    assert _by_original_name(save) == {"switch_2.pt": (scene.record_dir / "torn-switch_2.pt").read_bytes()}
-    assert launch.event("resuming_from_scratch")
-    assert generations(launch) == [(1, None), (2, None), (3, "PAI")]
-    assert sorted(p.name for p in save.glob("switch_*.pt")) == ["switch_4.pt"]
