@@ -161,7 +161,7 @@ class ScriptedPlain:
             self._report(ProcessExited(self.role, code, tail, time.monotonic()))
             return self
         code, tail = self._world.init_exit
-        if code == 0:
+        if code == 0 and self._world.init_writes:
             self._world.save_dir.mkdir(exist_ok=True)
             (self._world.save_dir / "array_dims.csv").write_text(".fc1,1,32\n")
         self._world.inits += 1
@@ -245,6 +245,8 @@ class ScriptedProcesses:
     generations: list[Gen]
     inbox: ObservedInbox
     init_exit: tuple[int, str] = (0, "")
+    #: The init run records its settings (array_dims.csv) in the save folder.
+    init_writes: bool = True
     requests: list[GenerationRequest] = field(default_factory=list)
     inits: int = 0
     agents: int = 0
@@ -314,8 +316,8 @@ def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
     return make_world(spec, env, inbox, others=procs.own_descendants())
 
 
-def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] = (0, ""), lagging_watcher: bool = False,
-         **spec_fields) -> Played:
+def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] = (0, ""), init_writes: bool = True,
+         lagging_watcher: bool = False, **spec_fields) -> Played:
     """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
     scripted history; no process is started. `spec_fields`: the command line's settings (LaunchSpec's fields)."""
     # As on the command line: --max-failures given is a request for retries (the same crash too).
@@ -324,7 +326,7 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
     spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, **{**defaults, **spec_fields})
     env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
     inbox = ObservedInbox(lagging_watcher)
-    processes = ScriptedProcesses(tmp_path / spec.save_name, list(generations), inbox, init_exit)
+    processes = ScriptedProcesses(tmp_path / spec.save_name, list(generations), inbox, init_exit, init_writes)
     world = make_world(spec, env, inbox, others=procs.own_descendants(), spawn=processes.spawn())
     code = Runner(spec, SaveSession(spec, env), inbox, env, (), world).run()
     events_path = processes.save_dir / ".pai-launch" / "events.jsonl"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from pai_launch.status import gather
-
 pytestmark = pytest.mark.timeout(90)
 
 
@@ -58,39 +56,12 @@ def test_full_cycle_restarts_on_each_switch_file_until_the_marker(scene):
     assert scene.tmp_listing() == []
 
 
-def test_rewriting_the_same_switch_file_counts_as_progress(scene):
-    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "3", "--rewrite-switch"])
-
-    assert rc == 0, launch.log_summary()
-    assert [e["switch_files"] for e in launch.events("generation_ended")] == [["switch_2.pt"], ["switch_2.pt"], []]
-    assert _generations(launch) == [(1, None), (2, "PAI"), (3, "PAI")]
-    assert sorted(p.name for p in (scene.work / "PAI").glob("switch_*.pt")) == ["switch_2.pt"]
-    # The rewrite holds no new dendrite: logged as rejected, once, and the log, status and its generation line agree.
-    assert [(e["generation"], e["dendrites"]) for e in launch.events("dendrites_added")] == [(1, 1)]
-    assert [(e["generation"], e["dendrites"]) for e in launch.events("dendrites_rejected")] == [(2, 1)]
-    shown = gather.gather(scene.work / "PAI")
-    assert shown.dendrites.count == 1
-    assert [g.outcome for g in shown.generations] == ["restructured", "dendrites rejected", "complete"]
-
-
-def test_generation_without_switch_file_or_marker_exits_5(scene):
-    launch, rc = scene.run("--nproc", "2", script_args=["--no-progress"])
-
-    assert rc == 5, launch.log_summary()
-    assert _generations(launch) == [(1, None)]
-    finished = launch.event("run_finished")
-    assert finished["exit_code"] == 5 and "no progress" in finished["reason"]
-    assert not (scene.work / "PAI" / ".training_complete").exists()
-
-
-@pytest.mark.parametrize("peer", ["peer_finishes", "peer_still_running"])
-def test_identical_worker_failure_before_training_is_retried_once_then_exits_with_its_code(scene, peer):
+def test_identical_worker_failure_before_training_is_retried_once_then_exits_with_its_code(scene):
     # The rank fails before writing anything to the save folder, the same way twice: pai-launch retries once,
-    # then stops with the worker's own code, naming the rank and showing its log tail.
-    # peer_still_running: torch stops rank 0 (which exits 143 from its SIGTERM handler) in the same second;
-    # rank 1's 7 is still the root cause.
-    # peer_finishes: rank 0 exits 0 without writing a switch file (one would be progress, and progress is retried).
-    extra = ["--hang-rank", "0"] if peer == "peer_still_running" else ["--no-progress"]
+    # then stops with the worker's own code, naming the rank and showing its log tail. Torch stops rank 0 (which
+    # exits 143 from its SIGTERM handler) in the same second; rank 1's 7 is still the root cause. (Beside a peer that
+    # finished, and the other ends of a generation: tests/unit/test_histories.py.)
+    extra = ["--hang-rank", "0"]
     launch, rc = scene.run("--nproc", "2", "--grace", "3", "--backoff", "0.2",
                            script_args=["--fail-rank", "1", "--fail-code", "7", "--fail-every", *extra])
 
@@ -98,8 +69,7 @@ def test_identical_worker_failure_before_training_is_retried_once_then_exits_wit
     failed = launch.events("generation_failed")
     assert [(f["rank"], f["exit"], f["generation"], f["reached_training"]) for f in failed] == [
         (1, "exit code 7", 1, False), (1, "exit code 7", 2, False)]
-    if peer == "peer_still_running":
-        assert all(f["failed_ranks"] == [1, 0] for f in failed), failed
+    assert all(f["failed_ranks"] == [1, 0] for f in failed), failed
     tails = launch.events("worker_log_tail")
     assert [t["rank"] for t in tails] == [1, 1]
     assert all("rank 1 failing on purpose with 7" in t["tail"] for t in tails)
@@ -108,32 +78,6 @@ def test_identical_worker_failure_before_training_is_retried_once_then_exits_wit
     finished = launch.event("run_finished")
     assert finished["exit_code"] == 7 and "rank 1" in finished["reason"] and "retrying cannot help" in finished["reason"]
     assert _generations(launch) == [(1, None), (2, None)]
-
-
-def test_worker_failure_with_max_failures_1_exits_4_naming_the_rank_and_its_code(scene):
-    launch, rc = scene.run("--nproc", "2", "--grace", "3", "--max-failures", "1",
-                           script_args=["--fail-rank", "1", "--fail-code", "7"])
-
-    assert rc == 4, launch.log_summary()
-    failed = launch.event("generation_failed")
-    assert (failed["rank"], failed["exit"], failed["generation"]) == (1, "exit code 7", 1)
-    assert "rank 1 failing on purpose with 7" in launch.event("worker_log_tail")["tail"]
-    finished = launch.event("run_finished")
-    assert finished["exit_code"] == 4
-    assert "rank 1" in finished["reason"] and "exit code 7" in finished["reason"]
-    assert "retry_scheduled" not in launch.event_names()
-    assert _generations(launch) == [(1, None)]
-
-
-def test_worker_killed_by_a_signal_exits_128_plus_the_signal(scene):
-    launch, rc = scene.run("--nproc", "2", "--grace", "3", "--backoff", "0.2",
-                           script_args=["--fail-rank", "1", "--fail-signal", "9", "--hang-rank", "0", "--fail-every"])
-
-    assert rc == 128 + 9, launch.log_summary()
-    failed = launch.events("generation_failed")
-    assert [(f["rank"], f["exit"]) for f in failed] == [(1, "signal SIGKILL")] * 2
-    assert all("rank 1 killing itself with signal 9" in t["tail"] for t in launch.events("worker_log_tail"))
-    assert "signal SIGKILL" in launch.event("run_finished")["reason"]
 
 
 def test_init_run_failure_exits_3_with_its_output_tail_and_starts_no_workers(scene):
@@ -146,13 +90,3 @@ def test_init_run_failure_exits_3_with_its_output_tail_and_starts_no_workers(sce
     assert "generation_started" not in launch.event_names()
     assert [record["init"] for record in scene.records()] == [True]
     assert launch.event("run_finished")["exit_code"] == 3
-
-
-def test_init_run_that_writes_no_array_dims_exits_3(scene, tmp_path):
-    script = tmp_path / "io" / "no_outputs.py"
-    script.write_text("print('init without save_tracker_settings')\n")
-    launch, rc = scene.run("--nproc", "2", script=script, instrument=False)
-
-    assert rc == 3, launch.log_summary()
-    assert "array_dims.csv" in launch.event("run_finished")["reason"]
-    assert "generation_started" not in launch.event_names()

@@ -3,9 +3,11 @@ says when a generation restructures, completes, fails, dies or leaves a torn che
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from pai_launch.core import exitcodes
+from pai_launch.status import gather
 from tests.helpers import json_events
 from tests.scripted_world import Gen, complete, play, switch, torn
 
@@ -101,3 +103,62 @@ def test_an_agent_that_leaves_before_taking_its_request_is_replaced_and_named_an
     assert played.processes.agents == 2
     assert "generation_failed" not in played.names() and "retry_scheduled" not in played.names()
     assert [r.generation for r in played.processes.requests] == [1, 2, 2, 3]  # the request handed back, run as it was
+
+
+def test_rewriting_the_same_switch_file_counts_as_progress_and_its_dendrites_as_rejected(tmp_path):
+    played = play(tmp_path, [switch(2), switch(2), complete()])
+
+    assert played.exit_code == 0, played.names()
+    assert [e["switch_files"] for e in played.all("generation_ended")] == [["switch_2.pt"], ["switch_2.pt"], []]
+    assert played.processes.load_folders() == [None, "PAI", "PAI"]
+    # The rewrite holds no new dendrite: logged as rejected, once, and status agrees.
+    assert [(e["generation"], e["dendrites"]) for e in played.all("dendrites_added")] == [(1, 1)]
+    assert [(e["generation"], e["dendrites"]) for e in played.all("dendrites_rejected")] == [(2, 1)]
+    shown = gather.gather(tmp_path / "PAI")
+    assert shown.dendrites.count == 1
+    assert [g.outcome for g in shown.generations] == ["restructured", "dendrites rejected", "complete"]
+
+
+def test_an_identical_failure_before_training_beside_a_peer_that_finished_is_retried_once_then_exits_with_its_code(tmp_path):
+    # Rank 1 fails before writing anything, the same way twice; rank 0 exits 0 without a switch file.
+    played = play(tmp_path, [Gen(failures=((1, 7, "rank 1 failing on purpose with 7"),))] * 3, backoff=0.2, backoff_max=0.2)
+
+    assert played.exit_code == 7, played.names()
+    failed = played.all("generation_failed")
+    assert [(f["rank"], f["exit"], f["generation"], f["reached_training"]) for f in failed] == [
+        (1, "exit code 7", 1, False), (1, "exit code 7", 2, False)]
+    assert [t["rank"] for t in played.all("worker_log_tail")] == [1, 1]
+    (retry,) = played.all("retry_scheduled")
+    assert (retry["delay_s"], retry["failures"]) == (0.2, 1) and "rank 1" in retry["reason"]
+    finished = played.event("run_finished")
+    assert "rank 1" in finished["reason"] and "retrying cannot help" in finished["reason"]
+    assert played.processes.load_folders() == [None, None]
+
+
+def test_a_worker_failure_with_max_failures_1_exits_4_naming_the_rank_and_its_code(tmp_path):
+    played = play(tmp_path, [Gen(failures=((1, 7, "rank 1 failing on purpose with 7"),))], max_failures=1)
+
+    assert played.exit_code == exitcodes.BUDGET_EXHAUSTED, played.names()
+    failed = played.event("generation_failed")
+    assert (failed["rank"], failed["exit"], failed["generation"]) == (1, "exit code 7", 1)
+    finished = played.event("run_finished")
+    assert "rank 1" in finished["reason"] and "exit code 7" in finished["reason"]
+    assert "retry_scheduled" not in played.names()
+    assert len(played.processes.requests) == 1
+
+
+def test_a_worker_killed_by_a_signal_makes_the_run_exit_128_plus_the_signal(tmp_path):
+    killed = Gen(failures=((1, -signal.SIGKILL, "rank 1 killing itself with signal 9"),))
+    played = play(tmp_path, [killed, killed, killed], backoff=0.01, backoff_max=0.01)
+
+    assert played.exit_code == 128 + signal.SIGKILL, played.names()
+    assert [(f["rank"], f["exit"]) for f in played.all("generation_failed")] == [(1, "signal SIGKILL")] * 2
+    assert "signal SIGKILL" in played.event("run_finished")["reason"]
+
+
+def test_an_init_run_that_exits_0_without_writing_its_settings_exits_3_and_starts_no_generation(tmp_path, capfd):
+    played = play(tmp_path, [], init_writes=False)
+
+    assert played.exit_code == exitcodes.INIT_FAILED and played.processes.requests == []
+    events = {event["event"]: event for event in json_events(capfd.readouterr().err)}
+    assert "array_dims.csv" in events["run_finished"]["reason"]
