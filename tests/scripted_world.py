@@ -283,7 +283,7 @@ class ScriptedProcesses:
 
 @dataclass
 class Played:
-    """A run that played its history: its exit code and every event its save folder recorded."""
+    """A run that played its history: its exit code and the events its save folder recorded during it."""
 
     exit_code: int
     events: list[dict]
@@ -328,7 +328,8 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
     inbox = ObservedInbox(lagging_watcher)
     processes = ScriptedProcesses(tmp_path / spec.save_name, list(generations), inbox, init_exit, init_writes)
     world = make_world(spec, env, inbox, others=procs.own_descendants(), spawn=processes.spawn())
-    code = Runner(spec, SaveSession(spec, env), inbox, env, (), world).run()
     events_path = processes.save_dir / ".pai-launch" / "events.jsonl"
-    events = events_file(events_path) if events_path.exists() else []  # none where no save folder was made
+    earlier = len(events_file(events_path)) if events_path.exists() else 0  # an earlier invocation's, on a resume
+    code = Runner(spec, SaveSession(spec, env), inbox, env, (), world).run()
+    events = events_file(events_path)[earlier:] if events_path.exists() else []  # none where no folder was made
     return Played(code, events, processes)
