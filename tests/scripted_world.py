@@ -317,16 +317,18 @@ def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
 
 
 def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] = (0, ""), init_writes: bool = True,
-         lagging_watcher: bool = False, **spec_fields) -> Played:
+         lagging_watcher: bool = False, script_saves: str | None = None, **spec_fields) -> Played:
     """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
-    scripted history; no process is started. `spec_fields`: the command line's settings (LaunchSpec's fields)."""
+    scripted history; no process is started. `script_saves`: the folder the script really writes (its own --save),
+    when not the save folder pai-launch is given; `spec_fields`: the command line's settings (LaunchSpec's fields)."""
     # As on the command line: --max-failures given is a request for retries (the same crash too).
     defaults = {"nproc": 2, "log_format": "json", "backoff": 0.05, "backoff_max": 0.05, "doctor": False,
                 "retries_requested": "max_failures" in spec_fields}
     spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, **{**defaults, **spec_fields})
     env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
     inbox = ObservedInbox(lagging_watcher)
-    processes = ScriptedProcesses(tmp_path / spec.save_name, list(generations), inbox, init_exit, init_writes)
+    processes = ScriptedProcesses(tmp_path / (script_saves or spec.save_name), list(generations), inbox, init_exit,
+                                  init_writes)
     world = make_world(spec, env, inbox, others=procs.own_descendants(), spawn=processes.spawn())
     events_path = processes.save_dir / ".pai-launch" / "events.jsonl"
     earlier = len(events_file(events_path)) if events_path.exists() else 0  # an earlier invocation's, on a resume

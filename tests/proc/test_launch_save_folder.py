@@ -1,5 +1,6 @@
-"""What pai-launch makes of the save folder: resume, --reinit, already complete, adopting the folder the script really
-saves to, and resuming that folder with the same command."""
+"""What pai-launch makes of the save folder, with processes: already complete, adopting a folder another pai-launch
+holds, resuming an adopted folder with the same command, status and --fresh on it. (Resume, --reinit and adoption
+within one run are played as histories in tests/unit/test_histories_save_folder.py.)"""
 
 from __future__ import annotations
 
@@ -32,42 +33,6 @@ def _resumable(scene, *, complete: bool = False):
     return save
 
 
-def test_resume_skips_the_init_run_and_loads_the_save_folder_in_generation_1(scene):
-    _resumable(scene)
-    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"])
-
-    assert rc == 0, launch.log_summary()
-    assert "init_started" not in launch.event_names()
-    assert [(e["generation"], e["load_folder"]) for e in launch.events("generation_started")] == [(1, "PAI")]
-    records = scene.records()
-    assert not [r for r in records if r["init"]]
-    assert len(records) == 2
-    for record in records:
-        assert record["argv"][-2:] == ["--pai_load_folder", "PAI"]
-        assert record["env"]["PAI_LAUNCH_GENERATION"] == "1"
-
-
-def test_reinit_runs_the_init_run_even_when_the_save_folder_could_resume(scene):
-    _resumable(scene)
-    launch, rc = scene.run("--nproc", "2", "--reinit", script_args=["--generations", "1"])
-
-    assert rc == 0, launch.log_summary()
-    assert launch.event_names().count("init_started") == 1
-    assert [r["env"]["PAI_LAUNCH_GENERATION"] for r in scene.records()] == ["0", "1", "1"]
-    assert (scene.work / "PAI" / "array_dims.csv").stat().st_mtime > OLD  # the init run rewrote it
-
-
-def test_save_folder_with_array_dims_but_no_switch_file_runs_the_init_run(scene):
-    save = scene.work / "PAI"
-    save.mkdir()
-    (save / "array_dims.csv").write_text(".fc1,1,32\n")
-    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "1"])
-
-    assert rc == 0, launch.log_summary()
-    assert launch.event_names().count("init_started") == 1
-    assert [(e["generation"], e["load_folder"]) for e in launch.events("generation_started")] == [(1, None)]
-
-
 def test_already_complete_save_folder_exits_0_and_is_left_byte_for_byte(scene):
     save = _resumable(scene, complete=True)
     before = tree_state(save)
@@ -80,28 +45,6 @@ def test_already_complete_save_folder_exits_0_and_is_left_byte_for_byte(scene):
     assert tree_state(save) == before
     assert scene.records() == [] and scene.tmp_listing() == []
     assert scene.work_listing() == ["PAI", *[f"PAI/{name}" for name in sorted(os.listdir(save))]]
-
-
-def test_save_folder_the_script_chose_is_adopted_without_save_name(scene):
-    launch, rc = scene.run("--nproc", "2", script_args=["--save", "OTHER", "--generations", "2"])
-
-    assert rc == 0, launch.log_summary()
-    adopted = launch.event("save_folder_adopted")
-    assert (adopted["save_folder"], adopted["instead_of"]) == ("OTHER", "PAI")
-    assert (scene.work / "OTHER" / ".training_complete").is_file()
-    assert (scene.work / "OTHER" / "switch_2.pt").is_file()
-    assert not (scene.work / "PAI").exists()
-    assert [(e["generation"], e["load_folder"]) for e in launch.events("generation_started")] == [(1, None), (2, "OTHER")]
-
-
-def test_save_folder_conflicting_with_save_name_exits_2_naming_both(scene):
-    launch, rc = scene.run("--nproc", "2", "--save-name", "PAI", script_args=["--save", "OTHER"])
-
-    assert rc == 2, launch.log_summary()
-    reason = launch.event("run_finished")["reason"]
-    assert "OTHER" in reason and "PAI" in reason
-    assert "generation_started" not in launch.event_names()
-    assert [r["init"] for r in scene.records()] == [True]
 
 
 def test_adopting_a_folder_another_pai_launch_holds_exits_2_naming_it(scene):
