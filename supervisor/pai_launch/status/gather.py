@@ -8,9 +8,12 @@ reads files. Nothing here imports torch, and nothing is written into the save fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TextIO
@@ -127,9 +130,17 @@ def main(save: Path, *, as_json: bool, watch: bool, timeline: Path | None, inter
     """Show the status once, or with `watch` every `interval` seconds until the run is no longer running (that last
     frame shown) or Ctrl-C. 0, or 2 with one line on stderr when SAVE is not a save folder or the picture fails."""
     tty = hasattr(out, "isatty") and out.isatty()
+    stopped = threading.Event()
+    with _stop_on_ctrl_c(stopped) if watch else contextlib.nullcontext():
+        return _frames(save, as_json=as_json, watch=watch, timeline=timeline, interval=interval, out=out, tty=tty,
+                       stopped=stopped)
+
+
+def _frames(save: Path, *, as_json: bool, watch: bool, timeline: Path | None, interval: float, out: TextIO, tty: bool,
+            stopped: threading.Event) -> int:
     frames = 0
     try:
-        while True:
+        while not stopped.is_set():
             status = gather(Path(save))
             if as_json:
                 frame = render_json(status, indent=None if watch else 2) + "\n"
@@ -144,9 +155,27 @@ def main(save: Path, *, as_json: bool, watch: bool, timeline: Path | None, inter
                 if timeline is not None:
                     print(f"pai-launch: timeline written to {timeline}", file=sys.stderr)
                 return 0
-            time.sleep(interval)
+            stopped.wait(interval)
+        return 0
     except StatusError as exc:
         print(f"pai-launch: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0
+
+
+@contextlib.contextmanager
+def _stop_on_ctrl_c(stopped: threading.Event):
+    """--watch ends at the next frame's turn on Ctrl-C (or SIGTERM): the handler only sets `stopped`, so the signal
+    never lands as an exception in the middle of a frame's write or a read of the folder (a write to a full pipe then
+    finishes, and nothing is left half-done at exit). The handlers before are put back after; in a thread other than
+    the main one, Ctrl-C stays as it was."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.signal(signum, lambda *_: stopped.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
