@@ -185,7 +185,7 @@ def test_a_record_outside_the_vocabulary_is_named():
 def test_every_generation_end_and_dendrite_verdict_carries_only_declared_fields():
     """The report functions build the fields of the events that say most; every branch of them is declared."""
     from pai_launch.core import reports
-    from pai_launch.core.events import GenerationEnded
+    from pai_launch.core.events import GenerationEnded, JobStopped
     from pai_launch.core.failure import Failure
     from pai_launch.core.machine import start
     from pai_launch.wire import failure_causes
@@ -196,7 +196,7 @@ def test_every_generation_end_and_dendrite_verdict_carries_only_declared_fields(
     ends = [GenerationEnded(complete=False, progressed=("switch_2.pt",), now=1.0),
             GenerationEnded(complete=False, progressed=(), now=1.0, failures=(Failure.worker(1, 3, tail),)),
             GenerationEnded(complete=False, progressed=(), now=1.0, fatal="the agent could not start"),
-            GenerationEnded(complete=False, progressed=(), now=1.0, stopped=(15, "node 1 stopped"),
+            GenerationEnded(complete=False, progressed=(), now=1.0, stopped=JobStopped(15, "node 1 stopped"),
                             failures=(Failure.worker(0, 2, tail),))]
     records = [{"event": name, **fields} for name, fields in (reports.generation_end(end, state, 1.5) for end in ends)]
     records += [{"event": name, **fields} for name, fields in (reports.dendrite_verdict(2, 1, 2, ("switch_2.pt",)),

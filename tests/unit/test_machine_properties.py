@@ -41,6 +41,7 @@ from pai_launch.core.events import (
     GenerationEnded,
     GenerationRefused,
     InitExited,
+    JobStopped,
     JobStoreLost,
     ProgressRechecked,
     SaveActivity,
@@ -220,7 +221,7 @@ class StopHistories(RuleBasedStateMachine):
             self.feed(InitExited(init_code, wrote_to=wrote_to, now=self.now))
             return
         self.running = None
-        by = (signal.SIGTERM, "SIGTERM to node 0's pai-launch") if stopped and self.policy.multi_node else None
+        by = JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch") if stopped and self.policy.multi_node else None
         self.feed(GenerationEnded(failures=failed, complete=complete, progressed=progress, now=self.now, stopped=by))
         self.doomed = self.doomed or by is not None  # the job was stopped from another node
 

@@ -7,7 +7,7 @@ import pytest
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import Finish, KillRun, SignalRun, StartGeneration
-from pai_launch.core.events import Began, GenerationEnded, SaveFolderLost, Tick
+from pai_launch.core.events import Began, GenerationEnded, JobStopped, SaveFolderLost, Tick
 from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.observations import SignalReceived
@@ -85,7 +85,7 @@ def test_a_job_wide_stop_during_a_stalls_stop_ends_the_run_instead_of_a_retry():
     # Found by the property test: another node stopped the job while this one stopped its stalled workers, and
     # this node retried the generation alone.
     policy = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, agent_ahead=False, multi_node=True)
-    ended = GenerationEnded(failures=(Failure.worker(0, -15),), stopped=(signal.SIGTERM, "SIGTERM to node 0's pai-launch"),
+    ended = GenerationEnded(failures=(Failure.worker(0, -15),), stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch"),
                             now=5.5)
     state, emitted = replay([Tick(3.0), Tick(5.0), ended, Tick(8.0)], policy=policy)
     assert emitted[-2] == [Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")] and emitted[-1] == []

@@ -6,7 +6,7 @@ import signal
 
 from pai_launch.core import exitcodes
 from pai_launch.core.actions import AnnounceStop, Finish, RecheckProgress, SignalRun, StartGeneration
-from pai_launch.core.events import GenerationEnded, GenerationJoined, ProgressRechecked, Tick
+from pai_launch.core.events import GenerationEnded, GenerationJoined, JobStopped, ProgressRechecked, Tick
 from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.observations import SignalReceived
@@ -37,7 +37,7 @@ def test_on_one_machine_nothing_is_announced():
 
 
 def test_a_stop_from_another_node_ends_this_run_with_that_signals_code_and_no_retry():
-    state, actions = replay([GenerationEnded(failures=(Failure.worker(0, -15),), stopped=(signal.SIGTERM, "SIGTERM to node 0's pai-launch"), now=3.0)],
+    state, actions = replay([GenerationEnded(failures=(Failure.worker(0, -15),), stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch"), now=3.0)],
                             needs_init=False, policy=MULTI)
 
     assert actions[-1] == Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")
@@ -171,11 +171,11 @@ def test_losing_the_store_while_a_stalled_generation_stops_ends_the_run_instead_
 
 
 def test_a_job_stopped_by_another_nodes_requeue_signal_is_requeued_here_too():
-    state, _ = replay([GenerationEnded(stopped=(signal.SIGUSR1, "SIGUSR1 to node 1's pai-launch (requeue)"), now=2.0)],
+    state, _ = replay([GenerationEnded(stopped=JobStopped(signal.SIGUSR1, "SIGUSR1 to node 1's pai-launch (requeue)"), now=2.0)],
                       needs_init=False, policy=REQUEUE)
     assert state.requeue and state.exit_code == 138
 
-    state, _ = replay([GenerationEnded(stopped=(signal.SIGTERM, "SIGTERM to node 1's pai-launch"), now=2.0)],
+    state, _ = replay([GenerationEnded(stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 1's pai-launch"), now=2.0)],
                       needs_init=False, policy=REQUEUE)
     assert not state.requeue and state.exit_code == 143
 

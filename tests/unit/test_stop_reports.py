@@ -3,7 +3,7 @@ log line's name and fields, `pai-launch status`'s story and the metrics out."""
 
 import signal
 
-from pai_launch.core.events import Began, GenerationEnded, InitExited, SaveActivity
+from pai_launch.core.events import Began, GenerationEnded, InitExited, JobStopped, SaveActivity
 from pai_launch.core.failure import Failure
 from pai_launch.core.machine import Phase, Policy, start, step
 from pai_launch.core.observations import SignalReceived
@@ -48,7 +48,7 @@ def test_the_requeue_signal_and_a_job_wide_stop_are_stops_too():
     assert state.stopped_by == "SIGUSR1 (requeue)"
     assert generation_end(GenerationEnded(STOPPED_WORKERS), state, 1.0)[0] == "generation_stopped"
     running = replay([])
-    by_node = GenerationEnded(STOPPED_WORKERS, stopped=(signal.SIGTERM, "SIGTERM to node 1's pai-launch"))
+    by_node = GenerationEnded(STOPPED_WORKERS, stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 1's pai-launch"))
     name, fields = generation_end(by_node, running, 1.0)
     assert name == "generation_stopped" and fields["cause"] == "SIGTERM to node 1's pai-launch"
     assert step(POLICY, running, by_node)[0].stopped_by == "SIGTERM to node 1's pai-launch"

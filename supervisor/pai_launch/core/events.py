@@ -8,6 +8,7 @@ seconds; nothing here does anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pai_launch.core.failure import Failure
 from pai_launch.core.observations import AgentAnswered, MarkerAppeared, SignalReceived
@@ -71,6 +72,13 @@ class ProgressRechecked:
     now: float = 0.0
 
 
+class JobStopped(NamedTuple):
+    """A stop of the whole job, asked for on some node: the signal it got, and why (said in the log)."""
+
+    signum: int
+    reason: str
+
+
 @dataclass(frozen=True)
 class GenerationEnded:
     #: Failed ranks, root cause first (or one LAUNCHER failure); empty when every worker exited 0.
@@ -80,7 +88,7 @@ class GenerationEnded:
     progressed: tuple[str, ...] = ()
     now: float = 0.0
     #: Multi-node: the whole job was stopped from some node (the signal, and why).
-    stopped: tuple[int, str] | None = None
+    stopped: JobStopped | None = None
     #: Multi-node: a problem that retrying cannot fix (the save folder is not shared).
     fatal: str | None = None
     #: The switch file the generation was started from (--pai_load_folder's newest), if any: node 0 knows it.

@@ -157,10 +157,11 @@ def _judge_ended(policy: Policy, state: State, event: GenerationEnded, second_lo
     if event.fatal is not None and state.phase in (Phase.TRAINING, Phase.STOPPING):
         return finish(state, exitcodes.SAVE_FOLDER, event.fatal)
     if event.stopped is not None and (state.phase is Phase.TRAINING or stopping_to_retry(state)):
-        signum, why = event.stopped
+        stop = event.stopped
         # Another node got --requeue-on's signal first: the job is still to be requeued (by node 0).
-        state = replace(state, requeue=state.requeue or signum == policy.requeue_on, stopped_by=state.stopped_by or why)
-        return finish(state, exitcodes.for_signal(signum), f"the job was stopped: {why}")
+        state = replace(state, requeue=state.requeue or stop.signum == policy.requeue_on,
+                        stopped_by=state.stopped_by or stop.reason)
+        return finish(state, exitcodes.for_signal(stop.signum), f"the job was stopped: {stop.reason}")
     if stopping_to_retry(state) and _complete(state, event):
         return finish(state, exitcodes.COMPLETE, "training complete; workers still running after it were stopped")
     if state.phase is Phase.STOPPING:

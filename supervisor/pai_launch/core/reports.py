@@ -17,7 +17,7 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
     another node) is stopped, not failed, whatever its workers' exits."""
     fields = dict(generation=state.generation, duration_s=duration, complete=event.complete, switch_files=list(event.progressed))
     if event.stopped is not None:
-        return log_events.GENERATION_STOPPED, {**fields, "cause": event.stopped[1], "reason": f"the job was stopped: {event.stopped[1]}",
+        return log_events.GENERATION_STOPPED, {**fields, "cause": event.stopped.reason, "reason": f"the job was stopped: {event.stopped.reason}",
                                       **stop_fields(event)}
     if state.stopped_by is not None:
         return log_events.GENERATION_STOPPED, {**fields, "cause": state.stopped_by, "reason": state.reason, **stop_fields(event)}

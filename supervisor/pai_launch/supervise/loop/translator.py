@@ -18,6 +18,7 @@ from pai_launch.core.events import (
     GenerationJoined,
     GenerationRefused,
     InitExited,
+    JobStopped,
     JobStopSeen,
     JobStoreLost,
     ProgressRechecked,
@@ -200,7 +201,7 @@ class Translator:
             multi = self.session.spec.nodes.multi
             failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
                              for f in result.failures)
-        stopped = (result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
+        stopped = JobStopped(result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
         folder = self.session.at_generation_end()
         progressed, failures = checked_progress(folder, failures, state.generation)
         fatal = result.fatal if result else None
