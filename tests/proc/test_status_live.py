@@ -1,6 +1,6 @@
 """`pai-launch status`'s engine against real pai-launch runs of the fake trainer: a live run shows its supervisor
-(PID alive, this machine) and the running generation; a finished, failed-and-retried or killed run shows its
-generations and how each ended."""
+(PID alive, this machine) and the running generation; a finished, stopped or killed run shows its
+generations and how each ended. (A failed and retried generation's listing: tests/unit/test_histories_blame.py.)"""
 
 from __future__ import annotations
 
@@ -44,19 +44,6 @@ def test_live_run_shows_its_supervisor_and_the_finished_run_its_generations(scen
     assert done.dendrites.count == 2 and done.complete
     assert not done.supervisor.running and not pid_is_live(launch.pid)
     assert done.elapsed is not None and done.elapsed > 0
-
-
-def test_failed_and_retried_generation_is_listed_with_its_rank_and_exit(scene):
-    launch, code = scene.run("--nproc", "2", "--backoff", "0.1", script_args=["--fail-rank", "1", "--fail-generation", "2"],
-                             timeout=GENERATION_TIMEOUT * 4)
-    assert code == 0, launch.log_summary()
-    status = run_status.gather(scene.work / "PAI")
-    failed = [g for g in status.generations if g.outcome == "failed"]
-    assert len(failed) == 1 and (failed[0].number, failed[0].rank, failed[0].exit) == (2, 1, "exit code 3")
-    assert "failing on purpose" in failed[0].detail
-    assert (status.failures, status.retries) == (1, 1) and status.generations[-1].outcome == "complete"
-    text = run_status.render_text(status)
-    assert "rank 1 failed with exit code 3" in text and "retry_scheduled" in text
 
 
 def test_killed_pai_launch_leaves_an_interrupted_run(scene):

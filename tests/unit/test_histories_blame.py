@@ -106,3 +106,17 @@ def test_in_process_mode_with_a_script_that_exits_at_restructures_says_so_once(t
     assert len(played.processes.requests) == 3
     shown = status_text(tmp_path / "PAI")
     assert "in_process_unused" in shown and "after_restructure" in shown, shown
+
+
+def test_status_lists_a_failed_and_retried_generation_with_its_rank_and_exit(tmp_path):
+    played = play(tmp_path, [switch(2), Gen(failures=((1, 3, "rank 1 failing on purpose with 3"),)), switch(4), complete()])
+    assert played.exit_code == 0, played.names()
+
+    status = gather.gather(tmp_path / "PAI")
+
+    failed = [g for g in status.generations if g.outcome == "failed"]
+    assert len(failed) == 1 and (failed[0].number, failed[0].rank, failed[0].exit) == (2, 1, "exit code 3")
+    assert "failing on purpose" in failed[0].detail
+    assert (status.failures, status.retries) == (1, 1) and status.generations[-1].outcome == "complete"
+    text = render.render_text(status)
+    assert "rank 1 failed with exit code 3" in text and "retry_scheduled" in text
