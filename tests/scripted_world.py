@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -83,6 +84,14 @@ class Gen:
     agent_leaves: tuple[int, str] | None = None
     #: Once it ended, pai-launch receives this signal (as its handler queues one).
     then_signal: int | None = None
+    #: After its writes, every rank hangs (a deadlocked collective) until a signal ends it: SIGTERM ends a rank
+    #: unless `ignores_sigterm`; SIGUSR1 (the stack dump) ends it only where `dies_of_sigusr1`; SIGKILL always.
+    hangs: bool = False
+    ignores_sigterm: bool = False
+    dies_of_sigusr1: bool = False
+    #: Before its writes, rank 0 trains this long, rewriting latest.pt every `heartbeat` seconds (as each epoch does).
+    trains_for: float = 0.0
+    heartbeat: float = 0.2
 
 
 def play_writes(save_dir: Path, gen: Gen) -> None:
@@ -116,7 +125,9 @@ class ObservedInbox(queue.Queue):
         self._held: list = []
 
     def put(self, item, block: bool = True, timeout: float | None = None) -> None:
-        name = item.name if isinstance(item, SaveWritten) else ".training_complete" if isinstance(item, MarkerAppeared) else None
+        name = item.name if isinstance(item, SaveWritten) else None
+        if isinstance(item, MarkerAppeared):
+            name = ".training_complete"
         if name is not None and self._lagging:
             self._held.append(item)
         else:
@@ -172,6 +183,15 @@ class ScriptedPlain:
         return []
 
 
+@dataclass(eq=False)
+class _Worker:
+    """A hanging generation's rank, as the table sees it: a pid to signal, and its exit once one ends it."""
+
+    rank: int
+    pid: int
+    code: int | None = None
+
+
 class ScriptedAgent:
     """The node's agent: ready at once, answers every ping, plays the next scripted generation for each request."""
 
@@ -182,9 +202,12 @@ class ScriptedAgent:
         self.stop_raised = threading.Event()
         self.popen = _Exited(0)
         self._dead = False
+        #: The generation whose workers hang: (request, its script, its workers).
+        self._running: tuple[GenerationRequest, Gen, list[_Worker]] | None = None
 
     def start(self) -> ScriptedAgent:
         self._world.agents += 1
+        self._world.started.append(self)
         self._report(AgentStarted(self.pid, self.facts, time.monotonic()))
         return self
 
@@ -192,10 +215,24 @@ class ScriptedAgent:
         self._world.requests.append(request)
         self._world.asked_at.append(time.monotonic())
         gen = self._world.next_generation()
+        if gen.trains_for:  # in a thread of its own, as a real generation runs beside the loop
+            threading.Thread(target=self._train_then_play, args=(request, gen), daemon=True).start()
+            return
+        self._play(request, gen)
+
+    def _train_then_play(self, request: GenerationRequest, gen: Gen) -> None:
+        until = time.monotonic() + gen.trains_for
+        while time.monotonic() < until and not self._dead:
+            (self._world.save_dir / "latest.pt").write_bytes(checkpoint())
+            time.sleep(gen.heartbeat)  # the scripted epoch's length: what the test is about
+        if not self._dead:
+            self._play(request, gen)
+
+    def _play(self, request: GenerationRequest, gen: Gen) -> None:
         unloadable = self._world.unloadable(request)
         if unloadable is not None:  # every rank dies in its load, as the library does on a torn file
-            gen = Gen(failures=tuple((rank, 1, f"SafetensorError: incomplete metadata, file not fully covered: {unloadable}")
-                                     for rank in range(request.nproc)))
+            why = f"SafetensorError: incomplete metadata, file not fully covered: {unloadable}"
+            gen = Gen(failures=tuple((rank, 1, why) for rank in range(request.nproc)))
         if gen.agent_leaves is not None:
             code, why = gen.agent_leaves
             self._dead, self.popen = True, _Exited(code)
@@ -205,19 +242,44 @@ class ScriptedAgent:
         play_writes(self._world.save_dir, gen)
         if not self._world.inbox._lagging:
             self._world.inbox.wait_seen([name for name, _ in gen.writes], since)
-        now = time.monotonic()
         if gen.agent_dies is not None:
-            self._dead = True
-            self.popen = _Exited(gen.agent_dies)
-            self._report(AgentReported(self.pid, None, gen.agent_dies, now))
+            self.die(gen.agent_dies)
+            return
+        if gen.hangs:
+            self._running = (request, gen, [_Worker(rank, next(_PIDS)) for rank in range(request.nproc)])
             return
         failures = tuple(WorkerFailure(rank, code, 2000 + rank, tail, at=time.time() + rank / 1000)
                          for rank, code, tail in gen.failures)
-        self._world.ended_at.append(now)
-        self._report(AgentReported(self.pid, GenerationResult(request.generation, failures, log_dir=request.log_dir),
-                                   None, now))
+        self._result(request, failures)
         if gen.then_signal is not None:
             self._report(SignalReceived(gen.then_signal, time.monotonic()))
+
+    def _result(self, request: GenerationRequest, failures: tuple[WorkerFailure, ...]) -> None:
+        now = time.monotonic()
+        self._world.ended_at.append(now)
+        self._running = None
+        self._report(AgentReported(self.pid, GenerationResult(request.generation, failures, log_dir=request.log_dir),
+                                   None, now))
+
+    def die(self, returncode: int) -> None:
+        """The agent process ends (killed, or crashed) with its generation's workers: no result."""
+        self._dead, self._running, self.popen = True, None, _Exited(returncode)
+        self._report(AgentReported(self.pid, None, returncode, time.monotonic()))
+
+    def hear(self, pid: int, signum: int) -> bool:
+        """A signal for one of the hanging generation's workers: False when `pid` is none of them."""
+        if self._running is None:
+            return False
+        request, gen, workers = self._running
+        worker = next((w for w in workers if w.pid == pid and w.code is None), None)
+        if worker is None:
+            return False
+        self._world.signals.append((request.generation, worker.rank, signal.Signals(signum).name, time.monotonic()))
+        if signum == signal.SIGTERM and not gen.ignores_sigterm or signum == signal.SIGUSR1 and gen.dies_of_sigusr1:
+            worker.code = -signum
+        if all(w.code is not None for w in workers):
+            self._result(request, tuple(WorkerFailure(w.rank, w.code, w.pid, "", at=time.time()) for w in workers))
+        return True
 
     def ping(self, now: float, every: float) -> None:
         if not self._dead:
@@ -230,7 +292,7 @@ class ScriptedAgent:
         self.stop_raised.set()
 
     def workers(self) -> list:
-        return []
+        return [w for w in self._running[2] if w.code is None] if self._running is not None else []
 
     def close(self) -> None:
         self._dead = True
@@ -252,13 +314,18 @@ class ScriptedProcesses:
     agents: int = 0
     #: DataParallel processes started (each plays the next generation).
     dp_runs: int = 0
+    #: (generation, rank, signal name, time.monotonic()) each time a hanging generation's worker was signalled.
+    signals: list[tuple[int, int, str, float]] = field(default_factory=list)
+    #: Every agent started, in order.
+    started: list[ScriptedAgent] = field(default_factory=list)
     #: time.monotonic() of each request's arrival, and of each generation's result.
     asked_at: list[float] = field(default_factory=list)
     ended_at: list[float] = field(default_factory=list)
 
     def next_generation(self, index: int | None = None) -> Gen:
         index = len(self.requests) - 1 if index is None else index
-        assert index < len(self.generations), f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
+        assert index < len(self.generations), \
+            f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
         return self.generations[index]
 
     def unloadable(self, request: GenerationRequest) -> str | None:
@@ -270,7 +337,22 @@ class ScriptedProcesses:
 
     def spawn(self) -> Spawn:
         return Spawn(plain=lambda role, command, env, report, live: ScriptedPlain(self, role, report).start(),
-                     agent=lambda python, workdir, env, report, args, live: ScriptedAgent(self, report).start())
+                     agent=lambda python, workdir, env, report, args, live: ScriptedAgent(self, report).start(),
+                     signal=self.signal, kill=self.kill)
+
+    def signal(self, pid: int, signum: int) -> bool:
+        return any(agent.hear(pid, signum) for agent in self.started)
+
+    def kill(self, descendants, spare: frozenset[int]) -> int:
+        """SIGKILL for everything the run started: an agent with hanging workers dies with them."""
+        killed = 0
+        for agent in [agent for agent in self.started if agent._running is not None]:
+            request, _, workers = agent._running
+            alive = [worker for worker in workers if worker.code is None]
+            self.signals.extend((request.generation, worker.rank, "SIGKILL", time.monotonic()) for worker in alive)
+            agent.die(-signal.SIGKILL)
+            killed += 1 + len(alive)
+        return killed + descendants.kill_all(spare)
 
     def load_folders(self) -> list[str | None]:
         """What each generation was told to resume from (--pai_load_folder), None for a fresh start."""

@@ -55,14 +55,27 @@ def start_agent_process(python: str, workdir: Path, env: dict[str, str], report:
     return Agent(python, workdir, env, report, agent_args=agent_args, live=live).start()
 
 
+def signal_process(pid: int, signum: int) -> bool:
+    """`signum` to the process group `pid` leads (our children are session leaders), else to `pid` alone."""
+    return procs.signal_group(pid, signum) or procs.signal_pid(pid, signum)
+
+
+def kill_processes(descendants: procs.Descendants, spare: frozenset[int]) -> int:
+    return descendants.kill_all(spare)
+
+
 @dataclass(frozen=True)
 class Spawn:
-    """How the table starts its two kinds of child: as real processes, or (a test's world) as stand-ins that play a
-    history in this process and report through the same callback, with the same interface."""
+    """How the table starts its two kinds of child, signals the run's processes and kills them all: real processes,
+    or (a test's world) stand-ins that play a history in this process and report through the same callback, with
+    the same interface."""
 
     plain: Callable[[Role, Command, dict[str, str], Callable[[object], None], liveline.LiveLine | None], PlainProcess]
     agent: Callable[[str, Path, dict[str, str], Callable[[object], None], tuple[str, ...], liveline.LiveLine | None],
                     Agent]
+    signal: Callable[[int, int], bool] = signal_process
+    #: SIGKILL every descendant but the spared (pids); how many were alive.
+    kill: Callable[[procs.Descendants, frozenset[int]], int] = kill_processes
 
 
 PROCESSES = Spawn(plain=start_plain_process, agent=start_agent_process)
@@ -264,7 +277,7 @@ class ProcessTable:
         for proc in self.run_processes():
             if only_new and (proc, signum) in self._sent:
                 continue
-            if procs.signal_group(proc.pid, signum) or procs.signal_pid(proc.pid, signum):
+            if self._spawn.signal(proc.pid, signum):
                 sent.append(proc.pid)
             self._sent.add((proc, signum))
         return sent
@@ -277,7 +290,7 @@ class ProcessTable:
         """SIGKILL every descendant but the spared; the agent goes with them (a retry starts a new one). A running
         agent is forgotten when its end is reported (the generation's end), an idle one now."""
         self._descendants.refresh()
-        count = self._descendants.kill_all(self._spared)
+        count = self._spawn.kill(self._descendants, self._spared)
         if not self._agent_busy:
             self._drop_agent()
         return count
