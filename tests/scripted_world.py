@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import queue
+import shutil
 import signal
 import sys
 import threading
@@ -92,6 +93,11 @@ class Gen:
     #: Before its writes, rank 0 trains this long, rewriting latest.pt every `heartbeat` seconds (as each epoch does).
     trains_for: float = 0.0
     heartbeat: float = 0.2
+    #: After its writes, the save folder goes: "removed" (by someone else, the run's own files with it), or "remade"
+    #: (rank 0 removes it and makes a new one of that name, where it writes latest.pt).
+    save_folder: str | None = None
+    #: Once it ended, someone removes the save folder (while a retry waits).
+    then_removed: bool = False
 
 
 def play_writes(save_dir: Path, gen: Gen) -> None:
@@ -99,6 +105,13 @@ def play_writes(save_dir: Path, gen: Gen) -> None:
         path = save_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
+    if gen.save_folder == "removed":
+        shutil.rmtree(save_dir)
+    elif gen.save_folder == "remade":  # the new folder is made while the old one still holds its inode
+        save_dir.rename(save_dir.with_name(save_dir.name + ".removing"))
+        save_dir.mkdir()
+        shutil.rmtree(save_dir.with_name(save_dir.name + ".removing"))
+        (save_dir / "latest.pt").write_bytes(checkpoint())
 
 
 def switch(number: int) -> Gen:
@@ -172,9 +185,16 @@ class ScriptedPlain:
             self._report(ProcessExited(self.role, code, tail, time.monotonic()))
             return self
         code, tail = self._world.init_exit
+        save = self._world.save_dir
         if code == 0 and self._world.init_writes:
-            self._world.save_dir.mkdir(exist_ok=True)
-            (self._world.save_dir / "array_dims.csv").write_text(".fc1,1,32\n")
+            if self._world.init_folder == "cleared":
+                shutil.rmtree(save, ignore_errors=True)
+            save.mkdir(exist_ok=True)
+            (save / "array_dims.csv").write_text(".fc1,1,32\n")
+            if self._world.init_folder == "replaced":
+                save.rename(save.with_name(save.name + ".replaced"))
+                save.mkdir()
+                (save / "array_dims.csv").write_text(".fc1,1,32\n")
         self._world.inits += 1
         self._report(ProcessExited(self.role, code, tail, time.monotonic()))
         return self
@@ -253,6 +273,8 @@ class ScriptedAgent:
         self._result(request, failures)
         if gen.then_signal is not None:
             self._report(SignalReceived(gen.then_signal, time.monotonic()))
+        if gen.then_removed:
+            shutil.rmtree(self._world.save_dir)
 
     def _result(self, request: GenerationRequest, failures: tuple[WorkerFailure, ...]) -> None:
         now = time.monotonic()
@@ -309,6 +331,9 @@ class ScriptedProcesses:
     init_exit: tuple[int, str] = (0, "")
     #: The init run records its settings (array_dims.csv) in the save folder.
     init_writes: bool = True
+    #: The init run first removes its save folder ("cleared"), or moves it aside to SAVE.replaced after writing and
+    #: writes a new one ("replaced").
+    init_folder: str | None = None
     requests: list[GenerationRequest] = field(default_factory=list)
     inits: int = 0
     agents: int = 0
@@ -399,7 +424,8 @@ def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
 
 
 def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] = (0, ""), init_writes: bool = True,
-         lagging_watcher: bool = False, script_saves: str | None = None, **spec_fields) -> Played:
+         init_folder: str | None = None, lagging_watcher: bool = False, script_saves: str | None = None,
+         **spec_fields) -> Played:
     """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
     scripted history; no process is started. `script_saves`: the folder the script really writes (its own --save),
     when not the save folder pai-launch is given; `spec_fields`: the command line's settings (LaunchSpec's fields)."""
@@ -410,7 +436,7 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
     env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
     inbox = ObservedInbox(lagging_watcher)
     processes = ScriptedProcesses(tmp_path / (script_saves or spec.save_name), list(generations), inbox, init_exit,
-                                  init_writes)
+                                  init_writes, init_folder)
     world = make_world(spec, env, inbox, others=procs.own_descendants(), spawn=processes.spawn())
     events_path = processes.save_dir / ".pai-launch" / "events.jsonl"
     earlier = len(events_file(events_path)) if events_path.exists() else 0  # an earlier invocation's, on a resume

@@ -3,7 +3,9 @@ max(1 MiB, newest switch file)) while workers run or before a launch: save_folde
 (SIGTERM, grace, SIGKILL), exit 6, and nothing else deleted.
 
 The disk-full tests mount a small tmpfs as the working directory (root only); the unwritable test runs
-pai-launch as an unprivileged user (root ignores permissions)."""
+pai-launch as an unprivileged user (root ignores permissions). The folder removed mid-run or during a backoff,
+cleared or replaced by a DDP run's init run, or made again by a worker, are played as histories in
+tests/unit/test_histories_save_faults.py."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import Launch, launch_env, pid_is_live, run_tool, safetensors_bytes, tree_state
+from tests.helpers import Launch, launch_env, run_tool, safetensors_bytes, tree_state
 from tests.proc.launch_files import make_resumable, read_events_file, read_state, state_dir, wait_event
 
 pytestmark = pytest.mark.timeout(90)
@@ -83,42 +85,6 @@ def tmpfs_work(scene):
     for folder in mounted:
         if subprocess.run(["umount", str(folder)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-
-
-def test_save_folder_removed_mid_run_stops_the_workers_and_exits_6_deleting_nothing_else(scene):
-    (scene.work / "notes.txt").write_text("the user's")
-    (scene.work / "data").mkdir()
-    (scene.work / "data" / "train.bin").write_bytes(os.urandom(256))
-    others = tree_state(scene.work / "data"), (scene.work / "notes.txt").read_text()
-    launch = scene.start("--nproc", "2", "--grace", "10", script_args=["--hold-until", str(scene.hold_file)])
-    ready = scene.wait_ready(1, 2)
-    workers = [pid for pid, _ in ready.values()]
-
-    shutil.rmtree(scene.work / "PAI")
-    rc = launch.wait(30)
-
-    assert rc == 6, launch.log_summary()
-    _assert_stopped_by_pai_launch(scene, launch, ("removed",))
-    assert not [pid for pid in workers if pid_is_live(pid)]
-    # Nothing else touched, and the removed folder was not re-created for pai-launch's own state.
-    assert sorted(os.listdir(scene.work)) == ["data", "notes.txt"]
-    assert (tree_state(scene.work / "data"), (scene.work / "notes.txt").read_text()) == others
-    assert len(scene.records()) == 3
-
-
-def test_save_folder_removed_while_a_retry_waits_exits_6_without_launching_again(scene):
-    launch = scene.start("--nproc", "2", "--backoff", "30",
-                         script_args=["--fail-rank", "0", "--fail-generation", "1", "--heartbeat", "0.1", "--train-seconds", "0.3"])
-    wait_event(launch, "retry_scheduled", 45)
-
-    shutil.rmtree(scene.work / "PAI")
-    rc = launch.wait(20)
-
-    assert rc == 6, launch.log_summary()
-    assert "removed" in launch.event("save_folder_failed")["reason"]
-    assert [e["generation"] for e in launch.events("generation_started")] == [1]
-    assert launch.ended - launch.started < 25, "the 30 s backoff was not waited out"
-    assert os.listdir(scene.work) == []
 
 
 def test_disk_full_mid_run_stops_the_workers_and_exits_6(scene, tmpfs_work):
@@ -201,7 +167,7 @@ def test_save_folder_made_unwritable_mid_run_stops_the_workers_and_exits_6(nobod
     assert (state_dir(save) / "lock.node0").read_text().strip() == str(launch.pid)
 
 
-@pytest.mark.parametrize("mode", [[], ["--data-parallel"]], ids=["ddp", "data_parallel"])
+@pytest.mark.parametrize("mode", [["--data-parallel"]], ids=["data_parallel"])
 @pytest.mark.parametrize("existing", [False, True], ids=["new_folder", "existing_folder"])
 def test_a_script_that_clears_its_save_folder_in_the_init_run_completes_with_save_name(scene, mode, existing):
     save = scene.work / "PAI"
@@ -217,33 +183,6 @@ def test_a_script_that_clears_its_save_folder_in_the_init_run_completes_with_sav
     assert read_state(save)["last_exit"]["code"] == 0
     shown = run_tool("status", "--json", cwd=scene.work)
     assert shown.returncode == 0 and json.loads(shown.stdout)["exit_code"] == 0, shown.stderr
-
-
-def test_a_save_folder_the_init_run_replaces_is_taken_after_it_and_the_old_one_is_left_alone(scene):
-    launch, rc = scene.run("--nproc", "2", script_args=["--init-replaces-save", "--generations", "1"], timeout=30)
-
-    assert rc == 0, launch.log_summary()
-    assert sorted(os.listdir(scene.work / "PAI.replaced")) == ["array_dims.csv"]  # nothing of ours in the old one
-    assert read_state(scene.work / "PAI")["last_exit"]["code"] == 0
-
-
-def test_a_worker_that_removes_the_save_folder_exits_6_naming_it_and_status_says_it_exited(scene):
-    launch = scene.start("--nproc", "2", "--grace", "10",
-                         script_args=["--clear-save-generation", "1", "--hold-until", str(scene.hold_file)])
-    rc = launch.wait(45)
-
-    assert rc == 6, launch.log_summary()
-    reason = launch.event("save_folder_failed")["reason"]
-    assert reason.startswith(f"the save folder {scene.work / 'PAI'} was removed while generation 1 was running (a new "
-                             "folder of that name has taken its place): if the script deletes its save folder"), reason
-    assert launch.event("run_finished")["reason"] == reason
-    # The script made the folder again; the run's history and its end went into it, so status reads how it ended.
-    shown = run_tool("status", "--json", cwd=scene.work)
-    assert shown.returncode == 0, shown.stderr
-    status = json.loads(shown.stdout)
-    assert (status["state"], status["exit_code"]) == ("finished", 6)
-    text = run_tool("status", cwd=scene.work).stdout
-    assert "finished: exit code 6" in text and "still going" not in text, text
 
 
 def test_a_removed_and_recreated_save_folder_cannot_be_taken_while_the_first_run_is_stopping(scene):
