@@ -83,7 +83,8 @@ class Gen:
     agent_dies: int | None = None
     #: Instead: the agent exits before it takes the request (exit code, the reason it gave), handing it back.
     agent_leaves: tuple[int, str] | None = None
-    #: Once it ended, pai-launch receives this signal (as its handler queues one).
+    #: Once it ended (or, when it hangs, once its workers run), pai-launch receives this signal (as its handler queues
+    #: one).
     then_signal: int | None = None
     #: After its writes, every rank hangs (a deadlocked collective) until a signal ends it: SIGTERM ends a rank
     #: unless `ignores_sigterm`; SIGUSR1 (the stack dump) ends it only where `dies_of_sigusr1`; SIGKILL always.
@@ -267,6 +268,8 @@ class ScriptedAgent:
             return
         if gen.hangs:
             self._running = (request, gen, [_Worker(rank, next(_PIDS)) for rank in range(request.nproc)])
+            if gen.then_signal is not None:  # pai-launch is signalled while the workers hang
+                self._report(SignalReceived(gen.then_signal, time.monotonic()))
             return
         failures = tuple(WorkerFailure(rank, code, 2000 + rank, tail, at=time.time() + rank / 1000)
                          for rank, code, tail in gen.failures)
@@ -425,15 +428,16 @@ def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
 
 def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] = (0, ""), init_writes: bool = True,
          init_folder: str | None = None, lagging_watcher: bool = False, script_saves: str | None = None,
-         **spec_fields) -> Played:
+         env: dict[str, str] | None = None, **spec_fields) -> Played:
     """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
     scripted history; no process is started. `script_saves`: the folder the script really writes (its own --save),
-    when not the save folder pai-launch is given; `spec_fields`: the command line's settings (LaunchSpec's fields)."""
+    when not the save folder pai-launch is given; `env`: variables pai-launch finds set (systemd's); `spec_fields`:
+    the command line's settings (LaunchSpec's fields)."""
     # As on the command line: --max-failures given is a request for retries (the same crash too).
     defaults = {"nproc": 2, "log_format": "json", "backoff": 0.05, "backoff_max": 0.05, "doctor": False,
                 "retries_requested": "max_failures" in spec_fields}
     spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, **{**defaults, **spec_fields})
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
+    env = {**{key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}, **(env or {})}
     inbox = ObservedInbox(lagging_watcher)
     processes = ScriptedProcesses(tmp_path / (script_saves or spec.save_name), list(generations), inbox, init_exit,
                                   init_writes, init_folder)

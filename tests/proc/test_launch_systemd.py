@@ -1,77 +1,26 @@
 """pai-launch under systemd: the notify protocol, recorded by a real AF_UNIX datagram listener that stands in
 for the service manager (with the sender's PID from SO_PASSCRED), and the shipped unit checked by
-`systemd-analyze verify`."""
+`systemd-analyze verify`. (A retry and a stop told to it: tests/unit/test_histories_systemd.py.)"""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import sys
-import threading
-import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import REPO
+from tests.notify_listener import NotifyListener
 
 pytestmark = pytest.mark.timeout(90)
 
 UNIT = REPO / "scripts" / "systemd" / "pai-launch@.service"
 #: systemd's advice, which pai-launch follows: ping every half of WATCHDOG_USEC.
 WATCHDOG_USEC = 400_000
-
-
-@dataclass(frozen=True)
-class Message:
-    pid: int
-    at: float
-    fields: tuple[str, ...]
-
-    def has(self, assignment: str) -> bool:
-        return assignment in self.fields
-
-    def status(self) -> str | None:
-        return next((f[len("STATUS="):] for f in self.fields if f.startswith("STATUS=")), None)
-
-
-class NotifyListener:
-    """What systemd does for a Type=notify unit: a datagram socket whose address goes into NOTIFY_SOCKET."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address  # a path, or "@name" for an abstract socket
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
-        self.sock.bind("\0" + address[1:] if address.startswith("@") else address)
-        self.sock.settimeout(0.1)
-        self.messages: list[Message] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._receive, daemon=True)
-        self._thread.start()
-
-    def _receive(self) -> None:
-        creds_size = struct.calcsize("3i")
-        while not self._stop.is_set():
-            try:
-                data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(creds_size))
-            except socket.timeout:
-                continue
-            pid = next((struct.unpack("3i", cdata[:creds_size])[0] for level, kind, cdata in ancillary
-                        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS), -1)
-            self.messages.append(Message(pid, time.monotonic(), tuple(data.decode().split("\n"))))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-    def statuses(self) -> list[str]:
-        return [s for s in (m.status() for m in self.messages) if s is not None]
 
 
 @pytest.fixture
@@ -110,21 +59,6 @@ def test_a_real_run_tells_the_service_manager_ready_first_every_phase_and_stoppi
     assert max(b - a for a, b in zip(pings, pings[1:])) < period + 1.0
     # No child was handed the service manager's variables.
     assert all(r["env"]["NOTIFY_SOCKET"] is None and r["env"]["WATCHDOG_USEC"] is None for r in scene.records())
-
-
-def test_a_retry_and_a_stop_are_told_to_the_service_manager(scene, listener):
-    launch = scene.start("--nproc", "2", "--backoff", "0.2", "--grace", "5",
-                         script_args=["--fail-rank", "1", "--fail-generation", "1", "--hang-generation", "2"],
-                         env={"NOTIFY_SOCKET": listener.address})
-    scene.wait_ready(2, 2)
-    launch.send(15)
-    assert launch.wait(30) == 143
-    statuses = listener.statuses()
-    assert any(s.startswith("retrying after failure 1 of 3: rank 1 failed with exit code 3") for s in statuses), statuses
-    # Rank 0 wrote switch_2.pt before rank 1 failed: a dendrite, counted as status counts it.
-    assert "generation 2 running (after 1 failed attempt(s)); 1 dendrite" in statuses
-    assert listener.messages[-1].has("STOPPING=1") and listener.messages[-1].status() == "stopping: stopped by SIGTERM"
-    assert not any(m.has("WATCHDOG=1") for m in listener.messages)  # no WATCHDOG_USEC: no pings
 
 
 def test_watchdog_pings_are_only_sent_when_meant_for_pai_launch(scene, listener):
