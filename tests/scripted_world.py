@@ -90,7 +90,12 @@ class Gen:
     #: unless `ignores_sigterm`; SIGUSR1 (the stack dump) ends it only where `dies_of_sigusr1`; SIGKILL always.
     hangs: bool = False
     ignores_sigterm: bool = False
+    ignores_sigint: bool = False
     dies_of_sigusr1: bool = False
+    #: A hanging rank that, stopped, crashes in its teardown instead: (rank, exit code, log tail).
+    crashes_on_stop: tuple[int, int, str] | None = None
+    #: More signals pai-launch receives right after `then_signal` (a second Ctrl-C).
+    and_signals: tuple[int, ...] = ()
     #: Before its writes, rank 0 trains this long, rewriting latest.pt every `heartbeat` seconds (as each epoch does).
     trains_for: float = 0.0
     heartbeat: float = 0.2
@@ -211,6 +216,7 @@ class _Worker:
     rank: int
     pid: int
     code: int | None = None
+    tail: str = ""
 
 
 class ScriptedAgent:
@@ -269,7 +275,8 @@ class ScriptedAgent:
         if gen.hangs:
             self._running = (request, gen, [_Worker(rank, next(_PIDS)) for rank in range(request.nproc)])
             if gen.then_signal is not None:  # pai-launch is signalled while the workers hang
-                self._report(SignalReceived(gen.then_signal, time.monotonic()))
+                for signum in (gen.then_signal, *gen.and_signals):
+                    self._report(SignalReceived(signum, time.monotonic()))
             return
         failures = tuple(WorkerFailure(rank, code, 2000 + rank, tail, at=time.time() + rank / 1000)
                          for rank, code, tail in gen.failures)
@@ -300,10 +307,14 @@ class ScriptedAgent:
         if worker is None:
             return False
         self._world.signals.append((request.generation, worker.rank, signal.Signals(signum).name, time.monotonic()))
-        if signum == signal.SIGTERM and not gen.ignores_sigterm or signum == signal.SIGUSR1 and gen.dies_of_sigusr1:
-            worker.code = -signum
+        ends = (signum == signal.SIGTERM and not gen.ignores_sigterm or signum == signal.SIGINT and not gen.ignores_sigint
+                or signum == signal.SIGUSR1 and gen.dies_of_sigusr1)
+        if ends:
+            crash = gen.crashes_on_stop
+            worker.code, worker.tail = (crash[1], crash[2]) if crash and crash[0] == worker.rank else (-signum, "")
         if all(w.code is not None for w in workers):
-            self._result(request, tuple(WorkerFailure(w.rank, w.code, w.pid, "", at=time.time()) for w in workers))
+            self._result(request, tuple(WorkerFailure(w.rank, w.code, w.pid, w.tail, at=time.time()) for w in workers
+                                        if w.code != 0))
         return True
 
     def ping(self, now: float, every: float) -> None:
