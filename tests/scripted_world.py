@@ -256,9 +256,8 @@ class ScriptedAgent:
             self._play(request, gen)
 
     def _play(self, request: GenerationRequest, gen: Gen) -> None:
-        unloadable = self._world.unloadable(request)
-        if unloadable is not None:  # every rank dies in its load, as the library does on a torn file
-            why = f"SafetensorError: incomplete metadata, file not fully covered: {unloadable}"
+        why = self._world.load_error(request)
+        if why is not None:  # every rank dies in its load, as the library does on a file it cannot load
             gen = Gen(failures=tuple((rank, 1, why) for rank in range(request.nproc)))
         if gen.agent_leaves is not None:
             code, why = gen.agent_leaves
@@ -367,12 +366,20 @@ class ScriptedProcesses:
             f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
         return self.generations[index]
 
-    def unloadable(self, request: GenerationRequest) -> str | None:
-        """The newest switch file, when the request resumes from the save folder and no script could load it."""
+    def load_error(self, request: GenerationRequest) -> str | None:
+        """What every rank dies of when the request resumes from the save folder and its newest switch file cannot be
+        loaded: torn (no whole file), or whole but marked as not the model's (a size mismatch); None when it loads."""
         if "--pai_load_folder" not in request.args:
             return None
         names = sorted(self.save_dir.glob("switch_*.pt"), key=lambda path: int(path.stem.split("_")[1]))
-        return names[-1].name if names and not loads(names[-1]) else None
+        if not names:
+            return None
+        newest = names[-1]
+        if not loads(newest):
+            return f"SafetensorError: incomplete metadata, file not fully covered: {newest.name}"
+        if b'"unloadable"' in newest.read_bytes()[:512]:
+            return f"RuntimeError: Error(s) in loading state_dict: size mismatch ({newest.name})"
+        return None
 
     def spawn(self) -> Spawn:
         return Spawn(plain=lambda role, command, env, report, live: ScriptedPlain(self, role, report).start(),

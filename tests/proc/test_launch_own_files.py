@@ -1,6 +1,7 @@
 """pai-launch's own files in SAVE/.pai-launch opened defensively, end to end: a pipe, a huge file or a record of the
-wrong shape is refused in one line (exit 2) and moved aside, never followed or trusted as a path; and switch files
-that do not load are moved aside so the one before is resumed, within the failure budget."""
+wrong shape is refused in one line (exit 2) and moved aside, never followed or trusted as a path. (Switch files that
+do not load, moved aside so the one before is resumed within the failure budget, are played as histories in
+tests/unit/test_histories_own_files.py.)"""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import time
 
 import pytest
 
-from tests.helpers import safetensors_bytes
-from tests.proc.launch_files import generations, make_resumable, quarantined, state_dir
+from tests.proc.launch_files import make_resumable, state_dir
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -127,50 +127,6 @@ def test_state_json_follows_the_umask(scene):
     assert stat.S_IMODE(os.stat(state_dir(scene.work / "PAI") / "state.json").st_mode) == 0o640
 
 
-def test_a_text_file_as_the_newest_switch_file_is_quarantined_and_the_one_before_is_loaded(scene):
-    text = b"this is not a checkpoint, just a text file\n"
-    save = make_resumable(scene.work / "PAI", {2: safetensors_bytes(os.urandom(64)), 4: text})
-    launch, rc = scene.run("--nproc", "2", script_args=["--generations", "2"])
-
-    assert rc == 0, launch.log_summary()
-    event = launch.event("checkpoint_quarantined")
-    assert event["file"] == "switch_4.pt" and "not a checkpoint" in event["problem"]
-    assert list(quarantined(save).values()) == [text]
-    assert generations(launch) == [(1, "PAI"), (2, "PAI")]
-    assert "generation_failed" not in launch.event_names()
-
-
-def test_a_whole_switch_file_that_no_rank_can_load_is_moved_aside_and_the_one_before_is_resumed(scene):
-    unloadable = safetensors_bytes(os.urandom(64), {"__metadata__": {"unloadable": "yes"}})
-    save = make_resumable(scene.work / "PAI", {2: safetensors_bytes(os.urandom(64)), 4: unloadable})
-    launch, rc = scene.run("--nproc", "2", "--backoff", "0.1", script_args=["--generations", "3"])
-
-    assert rc == 0, launch.log_summary()
-    failed = launch.event("generation_failed")
-    assert failed["generation"] == 1 and sorted(failed["failed_ranks"]) == [0, 1]
-    retry = launch.event("retry_scheduled")
-    assert "switch_4.pt cannot be loaded (rank" in retry["reason"] and "Error(s) in loading state_dict" in retry["reason"]
-    assert "it is moved aside" in retry["reason"]
-    moved = launch.event("checkpoint_quarantined")
-    assert moved["file"] == "switch_4.pt" and "generation 1 could not load it" in moved["problem"]
-    assert list(quarantined(save).values()) == [unloadable]
-    assert generations(launch) == [(1, "PAI"), (2, "PAI"), (3, "PAI")]
-    gen2 = [r for r in scene.records() if r["env"]["PAI_LAUNCH_GENERATION"] == "2"]
-    assert len(gen2) == 2 and all(r["load_folder"] == "PAI" for r in gen2)
-
-
-def test_a_script_whose_every_switch_file_is_garbage_ends_with_exit_4(scene):
-    launch, rc = scene.run("--nproc", "2", "--backoff", "0.1", "--max-failures", "3",
-                           script_args=["--garbage-switch", "--generations", "20"], timeout=80)
-
-    assert rc == 4, launch.log_summary()
-    finished = launch.event("run_finished")
-    assert "gave up after 3 consecutive failed generation(s)" in finished["reason"]
-    assert "wrote no usable switch file" in finished["reason"] and "not a checkpoint" in finished["reason"]
-    assert [g for g, _ in generations(launch)] == [1, 2, 3]
-    assert len(quarantined(scene.work / "PAI")) == 2, "each earlier generation's file was moved aside, never deleted"
-
-
 def _folder_with_events_pipe(scene):
     """A save folder without init outputs (an init run comes first) whose events.jsonl is a named pipe."""
     save = scene.work / "PAI"
@@ -201,16 +157,3 @@ def test_sigterm_still_stops_a_run_whose_events_jsonl_is_a_pipe(scene):
 
     assert rc == 143, launch.log_summary()
     assert launch.ended - sent < 20
-
-
-def test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4(scene):
-    launch, rc = scene.run("--nproc", "2", "--backoff", "0.1", "--max-failures", "3",
-                           script_args=["--unloadable-switch", "--generations", "20"], timeout=80)
-
-    assert rc == 4, launch.log_summary()
-    reason = launch.event("run_finished")["reason"]
-    assert "3 switch file(s) the script wrote could not be loaded" in reason, reason
-    assert "switch_10.pt cannot be loaded" in reason
-    # Odd generations start over and write a switch file (progress, never revoked); even ones cannot load it.
-    assert generations(launch) == [(1, None), (2, "PAI"), (3, None), (4, "PAI"), (5, None), (6, "PAI")]
-    assert [e["file"] for e in launch.events("checkpoint_quarantined")] == ["switch_2.pt", "switch_6.pt"]
