@@ -111,13 +111,13 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("umask 027", "state.json is 0640: pai-launch's files follow the umask",
            "tests/proc/test_launch_own_files.py::test_state_json_follows_the_umask"),
     Tested("a text file as the newest switch file", "moved aside as not a checkpoint; the one before is loaded; exit 0",
-           "tests/proc/test_launch_own_files.py::"
+           "tests/unit/test_histories_own_files.py::"
            "test_a_text_file_as_the_newest_switch_file_is_quarantined_and_the_one_before_is_loaded"),
     Tested("a whole switch file a rank fails to load, saying why", "the retry moves it aside, quoting the rank's line, and resumes from the one before",
-           "tests/proc/test_launch_own_files.py::"
+           "tests/unit/test_histories_own_files.py::"
            "test_a_whole_switch_file_that_no_rank_can_load_is_moved_aside_and_the_one_before_is_resumed"),
     Tested("every switch file unloadable", "each moved aside, progress never taken back; exit 4 once --max-failures were",
-           "tests/proc/test_launch_own_files.py::test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4"),
+           "tests/unit/test_histories_own_files.py::test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4"),
     Tested("SIGTERM while the agent is still starting up", "the request is withdrawn, no worker ever starts, exit 143",
            "tests/proc/test_launch_agent_faults.py::test_a_stop_while_the_agent_starts_up_starts_no_worker"),
     Tested("an outside client of the job store sets the stop flag or forges results",
@@ -138,13 +138,13 @@ ELSEWHERE: tuple[Tested, ...] = (
            "test_node_0_whose_endpoint_is_not_one_of_its_addresses_says_so_and_starts_nothing"),
     Tested("every rank fails at start-up for a transient cause (a store-barrier timeout, the config race)",
            "the switch file is kept, the failure counted once, retried, exit 0",
-           "tests/proc/test_launch_blame.py::"
+           "tests/unit/test_histories_blame.py::"
            "test_every_rank_failing_at_start_up_for_a_transient_cause_keeps_the_switch_file"),
     Tested("workers lingering after the completion marker, with --stall-timeout",
            "no stall, no retry: stopped after --grace, exit 0",
            "tests/proc/test_launch_blame.py::test_workers_lingering_after_the_marker_are_stopped_and_the_run_is_complete"),
     Tested("the same command again after a run gave up", "a full failure budget; the first failure retried; state.json's history",
-           "tests/proc/test_launch_blame.py::test_a_new_invocation_gets_a_full_budget_and_state_json_keeps_the_last_one"),
+           "tests/unit/test_histories_blame.py::test_a_new_invocation_gets_a_full_budget_and_state_json_keeps_the_last_one"),
     Tested("a real run adding dendrites past its maximum", "named (log, status); --max-dendrites stops it, exit 0",
            "tests/real/test_runaway.py::test_a_real_runaway_is_named_and_max_dendrites_stops_it"),
     Tested("gloo's buffer-size abort (SIGABRT, no Python frame)", "named as DDP's buffer broadcast, with the fix",
