@@ -116,7 +116,9 @@ class ObservedInbox(queue.Queue):
         self._held: list = []
 
     def put(self, item, block: bool = True, timeout: float | None = None) -> None:
-        name = item.name if isinstance(item, SaveWritten) else ".training_complete" if isinstance(item, MarkerAppeared) else None
+        name = item.name if isinstance(item,
+                                       SaveWritten) else ".training_complete" if isinstance(item, MarkerAppeared) \
+                                       else None
         if name is not None and self._lagging:
             self._held.append(item)
         else:
@@ -194,7 +196,8 @@ class ScriptedAgent:
         gen = self._world.next_generation()
         unloadable = self._world.unloadable(request)
         if unloadable is not None:  # every rank dies in its load, as the library does on a torn file
-            gen = Gen(failures=tuple((rank, 1, f"SafetensorError: incomplete metadata, file not fully covered: {unloadable}")
+            gen = Gen(failures=tuple((rank, 1, "SafetensorError: incomplete metadata, file not fully covered: "
+                                      f"{unloadable}")
                                      for rank in range(request.nproc)))
         if gen.agent_leaves is not None:
             code, why = gen.agent_leaves
@@ -258,7 +261,8 @@ class ScriptedProcesses:
 
     def next_generation(self, index: int | None = None) -> Gen:
         index = len(self.requests) - 1 if index is None else index
-        assert index < len(self.generations), f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
+        assert index < len(self.generations), \
+            f"the run asked for generation {index + 1}; the script has {len(self.generations)}"
         return self.generations[index]
 
     def unloadable(self, request: GenerationRequest) -> str | None:

@@ -92,9 +92,11 @@ def test_a_rank_that_crashes_while_stopped_is_named_but_the_run_is_still_stopped
     rc = launch.wait(30)
 
     assert rc == 143, launch.log_summary()
-    assert not {"generation_failed", "worker_log_tail", "retry_scheduled"} & set(launch.event_names()), launch.log_summary()
+    assert not {"generation_failed", "worker_log_tail",
+                "retry_scheduled"} & set(launch.event_names()), launch.log_summary()
     stopped = launch.event("generation_stopped")
-    assert (stopped["level"], stopped["cause"], stopped["rank"], stopped["exit"]) == ("warning", "SIGTERM", 1, "exit code 3")
+    assert (stopped["level"], stopped["cause"], stopped["rank"],
+            stopped["exit"]) == ("warning", "SIGTERM", 1, "exit code 3")
     assert stopped["log_line"] == "RuntimeError: teardown failed while stopping"
     assert stopped["exit_codes"]["1"] == 3
     shown = gather.gather(scene.work / "PAI")
@@ -128,7 +130,8 @@ def test_sigterm_at_any_moment_stops_the_run_without_waiting_out_the_grace(scene
     # after the signal must get it too, as they appear: otherwise they would run until the SIGKILL at --grace.
     grace = 8.0
     hang = "2" if moment == "generation_ended" else "1"
-    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang-generation", hang, "--generations", "3"])
+    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang-generation", hang, "--generations",
+                                                                             "3"])
     wait_until(lambda: moment in launch.event_names(), 45, interval=0.005, message=moment)
 
     sent = launch.send(signal.SIGTERM)
@@ -196,7 +199,8 @@ def test_second_sigint_kills_at_once_instead_of_waiting_out_the_grace(scene):
     scene.wait_ready(1, 2)
 
     launch.send(signal.SIGINT)
-    wait_until(lambda: scene.signals() == {0: ["SIGINT"], 1: ["SIGINT"]}, 20, message="both ranks to log the first SIGINT")
+    wait_until(lambda: scene.signals() == {0: ["SIGINT"], 1: ["SIGINT"]}, 20, message="both ranks to log the first "
+               "SIGINT")
     second = launch.send(signal.SIGINT)
     rc = launch.wait(30)
 

@@ -72,7 +72,8 @@ def test_writes_to_the_save_folder_keep_a_generation_longer_than_the_stall_timeo
     # times the stall timeout.
     mode_args = ["--nproc", "2"] if mode == "ddp" else ["--data-parallel"]
     launch, rc = scene.run(*mode_args, "--stall-timeout", str(STALL_S), "--grace", str(GRACE_S),
-                           script_args=["--heartbeat", "0.3", "--train-seconds", "4.5", "--generations", "1"], timeout=80)
+                           script_args=["--heartbeat", "0.3", "--train-seconds", "4.5", "--generations", "1"],
+                           timeout=80)
 
     assert rc == 0, launch.log_summary()
     assert "stall_detected" not in launch.event_names()
@@ -84,7 +85,8 @@ def test_writes_to_the_save_folder_keep_a_generation_longer_than_the_stall_timeo
 def test_workers_killed_by_the_stall_sigusr1_count_as_a_stall_and_are_retried(scene):
     # A script without a SIGUSR1 handler dies of it at once: still a stall, retried, and the run completes.
     launch, rc = scene.run("--nproc", "2", "--stall-timeout", str(STALL_S), "--grace", str(GRACE_S), "--backoff", "0.2",
-                           script_args=["--hang-generation", "1", "--generations", "2", "--default-sigusr1"], timeout=80)
+                           script_args=["--hang-generation", "1", "--generations", "2", "--default-sigusr1"],
+                           timeout=80)
 
     assert rc == 0, launch.log_summary()
     assert launch.event("stall_detected")["generation"] == 1
