@@ -43,7 +43,8 @@ For benchmarks, progress lines go to stdout, one JSON object each:
     PAI_EXAMPLE {"event": ..., "t": ..., "rank": ..., "pid": ..., "gen": ...}
 events: process_start, cuda_ready (the process's first CUDA call returned: on a
 GPU only), first_step (also the first step after an in-process restructure;
-with the backend and, on NCCL, the class torch picked for it), epoch (+ "epoch", "score"), switched (a restructure's switch file
+with the backend and, on NCCL, the class torch picked for it), epoch (+ "epoch", "score"), switched (a restructure's
+switch file
 is written), restructured (in-process), and the last one of the process:
 init_exit, restructure_exit or complete_exit.
 """

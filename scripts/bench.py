@@ -27,7 +27,8 @@ restructure gap <= 0.05x the bash loop's, whole run <= 0.5x.
 --suite multinode: two nodes on loopback, the failure-to-restart gap of pai-launch (warm and --cold) beside
 torchrun --nnodes 2 --max-restarts 3, as a ratio from one run (scripts/bench_multinode.py).
 
-Usage: .venv/bin/python scripts/bench.py [--suite restart|in-process|multinode] [--rounds 1] [--nproc 2] [--json out.json]
+Usage: .venv/bin/python scripts/bench.py [--suite restart|in-process|multinode] [--rounds 1] [--nproc 2] [--json
+out.json]
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=("restart", "in-process", "multinode"), default="restart",
                         help="restart: bash loop, --cold, warm; in-process: bash loop, warm, --restructure in-process; "
-                             "multinode: two nodes' failure-to-restart gap beside torchrun's (scripts/bench_multinode.py)")
+                             "multinode: two nodes' failure-to-restart gap beside torchrun's "
+                             "(scripts/bench_multinode.py)")
     parser.add_argument("--rounds", type=int, default=1, help="A B B A rounds (each is 2 runs of each tool)")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--prepare-seconds", type=float, default=3.0,
@@ -231,7 +233,9 @@ def in_process_suite(options) -> int:
                                     "restructure_gap_s": mean([g for s in mine for g in s.restructure_gaps]),
                                     "restructures": mean([len(s.restructure_gaps) for s in mine])}
     print()
-    print(f"{'workload':11s}{'tool':37s}{'runs':>5s}{'restructure gap, s':>20s}{'ratio':>7s}{'whole run, s':>14s}{'ratio':>7s}")
+    print(
+        f"{'workload':11s}{'tool':37s}{'runs':>5s}{'restructure gap, s':>20s}{'ratio':>7s}"
+        f"{'whole run, s':>14s}{'ratio':>7s}")
     for workload in WORKLOADS:
         ref = rows[workload, "bash loop"]
         for tool in IN_PROCESS_TOOLS:
@@ -268,7 +272,8 @@ def restart_suite(options) -> int:
         sample = run_once(tool, options.nproc)
         samples.append(sample)
         print(f"[{index}/{len(order)}] {tool:17s} exit {sample.returncode}  wall {sample.wall_s:6.1f} s  "
-              f"generations {sample.generations}  restart gaps {[round(g, 2) for g in sample.restart_gaps]}", flush=True)
+              f"generations {sample.generations}  restart gaps {[round(g, 2) for g in sample.restart_gaps]}",
+              flush=True)
 
     launcher_help = help_time([str(BIN / "pai-launch"), "--help"])
     helps = {"bash loop": help_time([str(BIN / "torchrun"), "--help"]), "pai-launch --cold": launcher_help,
@@ -321,7 +326,8 @@ def restart_suite(options) -> int:
     for text, met in targets:
         print(f"  [{'met' if met else 'MISSED'}] {text}")
     if options.json:
-        options.json.write_text(json.dumps({"samples": [s.__dict__ for s in samples], "summary": list(rows.values())}, indent=2))
+        options.json.write_text(json.dumps({"samples": [s.__dict__ for s in samples], "summary": list(rows.values())},
+                                           indent=2))
     return 0 if all(met for _, met in targets) else 1
 
 

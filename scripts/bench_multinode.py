@@ -53,7 +53,8 @@ def free_port() -> int:
 
 
 def gap(times: Path, failed: int) -> float | None:
-    """Seconds from the failure in attempt `failed` to the last start of attempt `failed + 1`; None if either is missing."""
+    """Seconds from the failure in attempt `failed` to the last start of attempt `failed + 1`; None if either is
+    missing."""
     fails, starts = [], []
     for line in times.read_text().splitlines() if times.exists() else []:
         what, attempt, _, at = line.split()[:4]

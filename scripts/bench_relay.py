@@ -161,7 +161,8 @@ def measure(kind: str, ranks: int, megabytes: float, live: bool, rate: float) ->
             path.touch()
         writers = [] if live else _writers(paths, total, 0)
         codes = [writer.wait() for writer in writers]
-        relayer = subprocess.Popen([sys.executable, "-m", "scripts.bench_relay", "--relaying", kind, str(root), str(done),
+        relayer = subprocess.Popen([sys.executable, "-m", "scripts.bench_relay", "--relaying", kind, str(root),
+                                    str(done),
                                     "bounded" if live else "unbounded"], stdout=subprocess.PIPE, text=True)
         if live:
             writers = _writers(paths, total, rate * 1e6)
@@ -185,7 +186,8 @@ def table(rows: list[dict]) -> str:
     lines = [header, "-" * len(header)]
     for row in rows:
         lines.append(f"{row['kind']:<16} {row['mode']:<8} {row['ranks']:>5} {row['written_mb']:>10.1f} "
-                     f"{row['relayed_mb']:>10.1f} {row['skipped_mb']:>10.1f} {row['seconds']:>8.2f} {row['mb_s']:>8.1f} "
+                     f"{row['relayed_mb']:>10.1f} {row['skipped_mb']:>10.1f} {row['seconds']:>8.2f} "
+                     f"{row['mb_s']:>8.1f} "
                      f"{row['peak_rss_mb']:>11.1f} {row['after_writers_s']:>15.2f}")
     return "\n".join(lines)
 
@@ -203,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         kind, root, done, limits = args.relaying
         relaying_process(kind, Path(root), Path(done), limits == "bounded")
         return 0
-    rows = [measure(kind, args.ranks, args.mb, live, args.rate) for live in (False, True) for kind in (args.only or KINDS)]
+    rows = [measure(kind, args.ranks, args.mb, live, args.rate) for live in (False, True)
+            for kind in (args.only or KINDS)]
     print(table(rows))
     for row in rows:
         if row["kind"] == "relay" and row["mode"] == "backlog":

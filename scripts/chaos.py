@@ -6,7 +6,8 @@ Run it as a module from the repository root (it imports the scenarios as the pac
     .venv/bin/python -m scripts.chaos --fake          # the fake trainer wherever a scenario can use it (fast)
     .venv/bin/python -m scripts.chaos --only hung     # scenarios whose name contains "hung"
     .venv/bin/python -m scripts.chaos --list
-    .venv/bin/python -m scripts.chaos --markdown      # the fault table of docs/users/faults-tested.md: every scenario and test, no run
+    .venv/bin/python -m scripts.chaos --markdown      # the fault table of docs/users/faults-tested.md: every scenario
+                                                      and test, no run
 
 Columns: scenario (trainer), expected outcome, outcome, processes left afterwards (alive 2 s after the
 end), files lost (files seen in the working directory that disappeared, except those removed by the
@@ -38,12 +39,14 @@ COLUMNS = (("scenario", 26), ("expected", 34), ("outcome", 58), ("left", 5), ("l
 def row(cells: list[str]) -> list[str]:
     wrapped = [textwrap.wrap(text, width) or [""] for text, (_, width) in zip(cells, COLUMNS)]
     height = max(len(lines) for lines in wrapped)
-    return [" | ".join(f"{(lines[i] if i < len(lines) else ''):<{width}}" for lines, (_, width) in zip(wrapped, COLUMNS))
+    return [" | ".join(f"{(lines[i] if i < len(lines) else ''):<{width}}"
+                       for lines, (_, width) in zip(wrapped, COLUMNS))
             for i in range(height)]
 
 
 def markdown_table() -> str:
-    """The fault table of docs/users/faults-tested.md: each chaos scenario (run by tests/chaos/test_chaos.py), then each fault tested in
+    """The fault table of docs/users/faults-tested.md: each chaos scenario (run by tests/chaos/test_chaos.py), then each
+    fault tested in
     its own tier (tests/chaos/elsewhere.py)."""
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
@@ -61,9 +64,11 @@ def markdown_table() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fake", action="store_true", help="use the fake trainer wherever a scenario can")
-    parser.add_argument("--only", action="append", default=[], help="run scenarios whose name contains this (repeatable)")
+    parser.add_argument("--only", action="append", default=[], help="run scenarios whose name contains this "
+                        "(repeatable)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    parser.add_argument("--markdown", action="store_true", help="print the fault table of docs/users/faults-tested.md and exit (runs nothing)")
+    parser.add_argument("--markdown", action="store_true", help="print the fault table of docs/users/faults-tested.md "
+                        "and exit (runs nothing)")
     parser.add_argument("--keep", type=Path, default=None, help="keep every scenario's folder under this directory")
     options = parser.parse_args()
 

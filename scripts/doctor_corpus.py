@@ -11,7 +11,8 @@ problems a correct check reports, in expected.json).
 
 A finding matches a true problem with the same id; where both name a line, the file and line must agree (or be one
 of the problem's `also_at` places). Each true problem and each finding is matched at most once. A problem whose id
-is not one of doctor's checks (the ids of the table of checks in docs/users/doctor.md, doctor_ids()) counts against recall over all
+is not one of doctor's checks (the ids of the table of checks in docs/users/doctor.md, doctor_ids()) counts against
+recall over all
 problems, not against recall over doctor's checks; a check added later moves its problems in scope by itself, with
 no ground truth edited.
 
@@ -151,7 +152,8 @@ def _ratio(part: int, whole: int) -> str:
 
 
 def table(scores: list[Score]) -> str:
-    """The table of docs/users/doctor.md: a row a project, then the totals with precision and recall, then the same for each style
+    """The table of docs/users/doctor.md: a row a project, then the totals with precision and recall, then the same for
+    each style
     and for the held-out and the tuned parts."""
     total = Score(f"**all {len(scores)}**")
     rows = ["| project | style | held out | DDP | files read | true problems (in doctor's checks) | found | missed | "

@@ -153,7 +153,8 @@ def main(argv: list[str]) -> int:
     if "--run" in argv:
         stops = {f.name: run(CORPUS / f.name) for f in fixed}
         completed = sum(stop == "completed" for stop in stops.values())
-        print(f"\nUnder pai-launch --nproc 2 after --fix alone, {completed} of {len(fixed)} projects ran to completion:")
+        print(f"\nUnder pai-launch --nproc 2 after --fix alone, {completed} of {len(fixed)} projects ran to "
+              "completion:")
         print("\n".join(f"  {name}: {stop}" for name, stop in stops.items()))
     if "--left" in argv:
         for f in fixed:

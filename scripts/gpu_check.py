@@ -144,7 +144,8 @@ class GpuSampler(threading.Thread):
         import psutil
 
         while not self.stop.wait(0.5):
-            done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            done = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                   "--format=csv,noheader,nounits"],
                                   capture_output=True, text=True, check=False)
             try:
                 ours = {p.pid: p for p in psutil.Process(self.root_pid).children(recursive=True)}
@@ -252,7 +253,8 @@ def table(runs: dict[str, Run], torch_version: str) -> list[tuple[str, str, bool
                  " / ".join(f"{means[m]:.3f} ({len(gaps[m])})" for m in ("cold", "warm", "in-process"))
                  + f"; cold is {means['cold'] / means['warm']:.1f}x warm, {means['cold'] / means['in-process']:.1f}x "
                  f"in-process",
-                 all(len(gaps[m]) >= RUN_DENDRITES[m] for m in gaps) and means["in-process"] < means["warm"] < means["cold"]))
+                 all(len(gaps[m]) >= RUN_DENDRITES[m] for m in gaps) and means["in-process"] < means["warm"]
+                 < means["cold"]))
     records = [e for e in runs["in-process"].events if e.get("event") == "restructured_in_process"]
     before = [e.get("memory_before") for e in records]
     after = [e.get("memory_after") for e in records]

@@ -23,7 +23,8 @@ def dashboard_queries(path: Path = DASHBOARD) -> list[str]:
 
 def rule_expressions(path: Path = RULES) -> list[str]:
     """Each rule's `expr:` (one line each in the shipped file)."""
-    return [line.split("expr:", 1)[1].strip() for line in path.read_text().splitlines() if line.strip().startswith("expr:")]
+    return [line.split("expr:", 1)[1].strip() for line in path.read_text().splitlines()
+            if line.strip().startswith("expr:")]
 
 
 def as_promql(query: str) -> str:

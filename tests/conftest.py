@@ -36,7 +36,8 @@ collect_ignore = ["doctor_scripts"]
 TESTS = Path(__file__).resolve().parent
 #: Each tier's folder and the marks every test in it carries.
 FOLDER_MARKS = {
-    "proc": ("proc",), "chaos": ("proc",), "container": ("proc",), "real": ("proc", "torch"), "slurm": ("proc", "slurm"),
+    "proc": ("proc",), "chaos": ("proc",), "container": ("proc",), "real": ("proc", "torch"),
+    "slurm": ("proc", "slurm"),
     "compat": ("proc", "compat"),
 }
 #: Audit events that start a process (os.exec* included: a test that replaces itself is not pure either).

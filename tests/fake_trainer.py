@@ -62,23 +62,29 @@ parser.add_argument("--fail-signal", type=int, default=None,
                     help="the --fail-rank dies by this signal (default action) instead of exiting with --fail-code")
 parser.add_argument("--hang-init", action="store_true", help="the init run runs until signalled (after its ready file)")
 parser.add_argument("--init-replaces-save", action="store_true",
-                    help="the init run moves its save folder to SAVE.replaced and writes a new one (a folder swapped under us)")
+                    help="the init run moves its save folder to SAVE.replaced and writes a new one (a folder swapped "
+                    "under us)")
 parser.add_argument("--init-clears-save", action="store_true",
-                    help="the init run removes its save folder (shutil.rmtree, if there) before it writes it: a fresh start")
+                    help="the init run removes its save folder (shutil.rmtree, if there) before it writes it: a fresh "
+                    "start")
 parser.add_argument("--clear-save-generation", type=int, default=None,
-                    help="in this generation rank 0 removes the save folder once running and writes latest.pt into a new one")
+                    help="in this generation rank 0 removes the save folder once running and writes latest.pt into a "
+                    "new one")
 # Same names as pai-launch options: a test passes them after SCRIPT to prove they reach the script, not pai-launch.
 parser.add_argument("--nproc", default=None)
 parser.add_argument("--dry-run", action="store_true")
 parser.add_argument("--fail-every", action="store_true", help="the --fail-rank fails in every generation")
 parser.add_argument("--heartbeat", type=float, default=None,
-                    help="rank 0 rewrites SAVE/latest.pt every HEARTBEAT seconds while training (as PerforatedAI does per epoch)")
+                    help="rank 0 rewrites SAVE/latest.pt every HEARTBEAT seconds while training (as PerforatedAI does "
+                    "per epoch)")
 parser.add_argument("--torn-switch-generation", type=int, default=None,
                     help="in this generation rank 0 leaves a torn switch file (as a kill mid-write would) and exits 0")
 parser.add_argument("--fail-after-switch", action="store_true",
-                    help="the --fail-rank (not 0) fails only once rank 0 wrote this generation's switch file (or the marker)")
+                    help="the --fail-rank (not 0) fails only once rank 0 wrote this generation's switch file (or the "
+                    "marker)")
 parser.add_argument("--default-sigusr1", action="store_true",
-                    help="leave SIGUSR1 at its default action (the process dies of it), like a script without a handler")
+                    help="leave SIGUSR1 at its default action (the process dies of it), like a script without a "
+                    "handler")
 parser.add_argument("--crash-on-stop", action="store_true",
                     help="the --fail-rank, once a stop signal comes, prints a traceback and exits with --fail-code "
                          "(a rank whose own teardown crashes), instead of 128+N")
@@ -87,11 +93,14 @@ parser.add_argument("--flood-mb", type=float, default=0.0,
                     help="each training process writes this many MB of numbered lines to stdout as fast as it can, "
                          "then 'rank R flood done' as its last line")
 parser.add_argument("--garbage-switch", action="store_true",
-                    help="rank 0 writes every switch file as plain text, not a checkpoint (a script that can never save)")
+                    help="rank 0 writes every switch file as plain text, not a checkpoint (a script that can never "
+                    "save)")
 parser.add_argument("--unloadable-switch", action="store_true",
-                    help="rank 0 writes every switch file whole but marked unloadable: every rank resuming from it fails")
+                    help="rank 0 writes every switch file whole but marked unloadable: every rank resuming from it "
+                    "fails")
 parser.add_argument("--times", default=None,
-                    help="append 'start|fail GENERATION RANK TIME' lines here (time.time()) at start and before failing")
+                    help="append 'start|fail GENERATION RANK TIME' lines here (time.time()) at start and before "
+                    "failing")
 parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
@@ -240,7 +249,8 @@ if os.environ.get("TORCHELASTIC_RUN_ID") and world_size > 1:
 grandchild = None
 if args.spawn_grandchild:
     # The working directory rides along in argv so a test can find the sleeper by its command line.
-    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.getcwd()], start_new_session=True)
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", os.getcwd()],
+                                  start_new_session=True)
 if args.ready_dir:
     # The file's content is the grandchild's pid (empty without one).
     _write_atomically(os.path.join(args.ready_dir, f"{generation}-{rank}.{os.getpid()}"),

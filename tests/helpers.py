@@ -153,7 +153,8 @@ def kill_processes(procs: Iterable[psutil.Process]) -> None:
             pass
 
 
-def assert_all_gone(procs: Iterable[psutil.Process], *, within: float, mentioning: str | None = None, since: float | None = None,
+def assert_all_gone(procs: Iterable[psutil.Process], *, within: float, mentioning: str | None = None, since: float
+                    | None = None,
                     what: str = "processes of the run") -> None:
     """Every process in `procs` (and every process mentioning `mentioning`) is gone `within` seconds of `since`.
 
@@ -222,7 +223,8 @@ class Launch:
             rc = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"pai-launch did not exit within {timeout} s; stderr:\n{self.stderr[-4000:]}") from None
+            raise AssertionError(f"pai-launch did not exit within {timeout} s; stderr:\n"
+                                 f"{self.stderr[-4000:]}") from None
         if self.ended is None:
             self.ended = time.monotonic()
         return rc
@@ -337,7 +339,8 @@ def json_events(text: str, name: str | None = None) -> list[dict[str, Any]]:
     vocabulary (wire.log_events): an unknown name or a field its event does not declare fails the test."""
     events = parse_lines(text)
     problems = [problem for event in events for problem in log_events.undeclared(event)]
-    assert not problems, f"pai-launch logged outside its vocabulary (declare it in pai_launch/wire/log_events.py): {problems}"
+    assert not problems, "pai-launch logged outside its vocabulary (declare it in pai_launch/wire/log_events.py): " \
+        f"{problems}"
     return [event for event in events if name is None or event["event"] == name]
 
 

@@ -1,4 +1,5 @@
-"""`python -m pai_launch.torchrun ...`: pai-launch taking a torchrun command line, as when it is installed as `torchrun`."""
+"""`python -m pai_launch.torchrun ...`: pai-launch taking a torchrun command line, as when it is installed as
+`torchrun`."""
 
 from pai_launch.entry import main
 

@@ -191,7 +191,8 @@ class FileLedger:
             if len(parts) >= 3 and parts[-3:-1] == [".pai-launch", "quarantine"]:
                 match = _QUARANTINED.match(parts[-1])
                 if match:
-                    quarantined.add(os.path.join(*parts[:-3], match.group("name")) if parts[:-3] else match.group("name"))
+                    quarantined.add(os.path.join(*parts[:-3], match.group("name")) if parts[:-3]
+                                    else match.group("name"))
         with self._lock:
             gone = self.seen - final
         return sorted(rel for rel in gone if rel not in removed_on_purpose and rel not in quarantined)
@@ -312,7 +313,8 @@ class Run:
     # --- launching ----------------------------------------------------------------------------------
     def start(self, *pai_args: str, script: Path, script_args: tuple[str, ...] | list[str] = (), pid1: bool = False,
               env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()) -> Launch:
-        """`pai-launch --log-format json PAI_ARGS SCRIPT SCRIPT_ARGS` in work/ (as PID 1 of a new PID namespace with pid1;
+        """`pai-launch --log-format json PAI_ARGS SCRIPT SCRIPT_ARGS` in work/ (as PID 1 of a new PID namespace with
+        pid1;
         under `prefix`, a command that execs it, otherwise)."""
         self.ledger.snapshot()
         launch = start_pai_launch(["--log-format", "json", *pai_args, str(script), *script_args], cwd=self.work,
@@ -469,7 +471,8 @@ def _fmt_exit(rc: int) -> str:
 
 
 # --- the scenarios --------------------------------------------------------------------------------------
-def _trainer(run: Run, *, fake: list[str], fault: dict[str, str] | None = None) -> tuple[Path, list[str], dict[str, str]]:
+def _trainer(run: Run, *, fake: list[str], fault: dict[str, str]
+             | None = None) -> tuple[Path, list[str], dict[str, str]]:
     """(script, script args, extra environment) for this run's trainer."""
     if run.trainer == REAL:
         return run.faulty(**(fault or {}))
@@ -487,7 +490,8 @@ def rank_crash_once(run: Run) -> str:
     retries = events(launch, "retry_scheduled")
     run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
     run.check(len(failed) == 1 and failed[0].get("rank") == 1 and failed[0].get("exit") == "exit code 7",
-              f"expected one failed generation (rank 1, exit code 7), got {[(f.get('rank'), f.get('exit')) for f in failed]}")
+              "expected one failed generation (rank 1, exit code 7), got "
+              f"{[(f.get('rank'), f.get('exit')) for f in failed]}")
     run.check(len(retries) == 1, f"expected one retry, got {len(retries)}")
     run.check((run.save / ".training_complete").is_file(), "no .training_complete")
     gens = len(events(launch, "generation_started"))
@@ -500,7 +504,8 @@ def rank_crash_every_time(run: Run) -> str:
     script, args, env = _trainer(run, fake=["--fail-rank", "0", "--fail-every", "--fail-code", "7",
                                             "--heartbeat", "0.1", "--train-seconds", "0.3"],
                                  fault=dict(fault="crash", rank=1, generations="all", at="epoch", epoch=1, code=7))
-    launch = run.start("--nproc", NPROC, "--max-failures", "3", "--backoff", "0.3", script=script, script_args=args, env=env)
+    launch = run.start("--nproc", NPROC, "--max-failures", "3", "--backoff", "0.3", script=script, script_args=args,
+                       env=env)
     rc = run.finish(launch)
     failed = events(launch, "generation_failed")
     reason = finished(launch).get("reason", "")
@@ -516,7 +521,8 @@ def crash_before_training(run: Run) -> str:
     # Rank 1 dies at once, every generation, before anything is written; rank 0 is stopped by torch.
     script, args, env = _trainer(run, fake=["--fail-rank", "1", "--fail-every", "--fail-code", "9", "--hang-rank", "0"],
                                  fault=dict(fault="crash", rank=1, generations="all", at="process_start", code=9))
-    launch = run.start("--nproc", NPROC, "--max-failures", "5", "--backoff", "0.3", script=script, script_args=args, env=env)
+    launch = run.start("--nproc", NPROC, "--max-failures", "5", "--backoff", "0.3", script=script, script_args=args,
+                       env=env)
     rc = run.finish(launch)
     failed = events(launch, "generation_failed")
     reason = finished(launch).get("reason", "")
@@ -534,9 +540,11 @@ def torn_switch(run: Run) -> str:
     quarantined = events(launch, "checkpoint_quarantined")
     kept = sorted(p.name for p in (run.save / ".pai-launch" / "quarantine").glob("switch_*"))
     run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
-    run.check([q.get("file") for q in quarantined] == ["switch_4.pt"], f"quarantined: {[q.get('file') for q in quarantined]}")
+    run.check([q.get("file") for q in quarantined] == ["switch_4.pt"],
+              f"quarantined: {[q.get('file') for q in quarantined]}")
     run.check(len(kept) == 1 and kept[0].startswith("switch_4.pt."), f"quarantine folder holds {kept}")
-    return f"{_fmt_exit(rc)}; quarantined {[q.get('file') for q in quarantined]} ({quarantined[0].get('problem') if quarantined else '-'}), kept as {kept}, resumed from switch_2.pt"
+    return f"{_fmt_exit(rc)}; quarantined {[q.get('file') for q in quarantined]} " \
+        f"({quarantined[0].get('problem') if quarantined else '-'}), kept as {kept}, resumed from switch_2.pt"
 
 
 def garbage_switches(run: Run) -> str:
@@ -586,7 +594,8 @@ def stale_marker(run: Run) -> str:
     run.check(events(launch, "already_complete"), "no already_complete event")
     started = run.tracker.descendants_seen(launch.pid)
     run.check(started == 0, f"{started} process(es) were started")
-    return f"{_fmt_exit(rc)}, already complete; folder byte-for-byte unchanged: {not changed}; processes started: {started}"
+    return f"{_fmt_exit(rc)}, already complete; folder byte-for-byte unchanged: {not changed}; processes started: " \
+        f"{started}"
 
 
 def _stop_mid_generation_then_resume(run: Run, signum: int) -> str:
@@ -716,12 +725,14 @@ def hung_rank(run: Run) -> str:
     retries = events(launch, "retry_scheduled")
     run.check(rc == 0, f"exit code {rc}, expected 0: {finished(launch).get('reason')}")
     run.check(len(stalls) == 1 and stalls[0].get("generation") == 2, f"stall_detected: {stalls}")
-    run.check(len(retries) == 1 and "stall" in retries[0].get("reason", ""), f"retries: {[r.get('reason') for r in retries]}")
+    run.check(len(retries) == 1 and "stall" in retries[0].get("reason", ""),
+              f"retries: {[r.get('reason') for r in retries]}")
     failed = events(launch, "generation_failed")
     run.check(failed and failed[0].get("generation") == 2, f"generation 2 did not fail: {failed}")
     idle = stalls[0].get("idle_s") if stalls else None
     why = retries[0].get("reason") if retries else "no retry"
-    return f"stall seen after {idle} s without a write (--stall-timeout {stall}); retried because {why!r}; {_fmt_exit(rc)}"
+    return f"stall seen after {idle} s without a write (--stall-timeout {stall}); retried because {why!r}; " \
+        f"{_fmt_exit(rc)}"
 
 
 def second_launch(run: Run) -> str:
@@ -736,7 +747,8 @@ def second_launch(run: Run) -> str:
     rc2 = run.finish(second, timeout=30)
     message = stderr_lines(second)
     run.check(rc2 == 2, f"the second pai-launch exited {rc2}, expected 2")
-    run.check(len(message) == 1 and f"PID {first.pid}" in message[0], f"its message does not name PID {first.pid}: {message}")
+    run.check(len(message) == 1 and f"PID {first.pid}" in message[0], f"its message does not name PID {first.pid}: "
+              f"{message}")
     run.check(first.popen.poll() is None, "the first pai-launch did not keep running")
     started = run.tracker.descendants_seen(second.pid)
     run.check(started == 0, f"the second pai-launch started {started} process(es)")
@@ -776,7 +788,8 @@ def link_planted_in_save_folder(run: Run) -> str:
     state = run.save / ".pai-launch"
     state.mkdir(parents=True)
     state.chmod(0o777)
-    planted = subprocess.run([*as_user(local_user(), read_all=True), "ln", "-s", str(secret), str(state / "lock.node0")],
+    planted = subprocess.run([*as_user(local_user(), read_all=True), "ln", "-s", str(secret),
+                              str(state / "lock.node0")],
                              capture_output=True, text=True, timeout=30)
     if planted.returncode != 0:
         raise ScenarioError(f"the other user could not plant the link: {planted.stderr.strip()}")
@@ -814,7 +827,8 @@ def save_folder_removed(run: Run) -> str:
     state = run.save / ".pai-launch"
     written = sorted(str(p.relative_to(run.work)) for p in state.rglob("*")) if state.exists() else []
     script_files = [p.name for p in run.save.iterdir() if p.name != ".pai-launch"] if run.save.is_dir() else []
-    run.check(not state.exists() or bool(script_files), f"pai-launch wrote its state into a new, empty folder: {written}")
+    run.check(not state.exists() or bool(script_files), "pai-launch wrote its state into a new, empty folder: "
+              f"{written}")
     if state.exists():
         last_exit = json.loads((state / "state.json").read_text()).get("last_exit") or {}
         run.check(last_exit.get("code") == 6, f"the new folder's state.json records {last_exit}, not the exit 6")
@@ -833,7 +847,8 @@ def mount_unavailable() -> str | None:
         else:
             probe = Path(tempfile.mkdtemp(prefix="pai-chaos-mount-"))
             try:
-                done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)], capture_output=True, text=True)
+                done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)],
+                                      capture_output=True, text=True)
                 if done.returncode != 0:
                     reason = f"cannot mount a tmpfs: {done.stderr.strip()}"
                 else:
@@ -1076,8 +1091,10 @@ class Scenario:
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("rank crash once", "a retry from the newest switch file, then exit 0", rank_crash_once),
-    Scenario("rank crash every time", "exit 4 after 3 failed generations, naming the last failure", rank_crash_every_time),
-    Scenario("crash before training", "stops after 2 identical failures with the worker's code 9", crash_before_training),
+    Scenario("rank crash every time", "exit 4 after 3 failed generations, naming the last failure",
+             rank_crash_every_time),
+    Scenario("crash before training", "stops after 2 identical failures with the worker's code 9",
+             crash_before_training),
     Scenario("torn newest switch file", "switch_4.pt quarantined (kept), resume from switch_2.pt, exit 0", torn_switch),
     Scenario("every switch file garbage", "each moved aside, no progress counted: exit 4 after 3 generations",
              garbage_switches, trainers=(FAKE,)),
@@ -1086,14 +1103,17 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("stale completion marker", "exit 0, folder unchanged byte for byte, nothing started", stale_marker),
     Scenario("kill -9 mid-generation, restart", "nothing left within 2 s; the restart resumes (no init) and exits 0",
              kill9_then_resume),
-    Scenario("SIGTERM mid-generation, restart", "exit 143 within the grace; the restart resumes and exits 0", sigterm_then_resume),
+    Scenario("SIGTERM mid-generation, restart", "exit 143 within the grace; the restart resumes and exits 0",
+             sigterm_then_resume),
     Scenario("SIGTERM to pai-launch as PID 1", "exit 143 within grace + 2 s, the namespace empty", pid1_sigterm),
-    Scenario("worker ignores SIGTERM", "exit 143, workers SIGKILLed at the 3 s grace", worker_ignores_sigterm, trainers=(FAKE,)),
+    Scenario("worker ignores SIGTERM", "exit 143, workers SIGKILLed at the 3 s grace", worker_ignores_sigterm,
+             trainers=(FAKE,)),
     Scenario("ranks flood their output", "exit 0, each rank's last line relayed, skips said in one line",
              output_flood, trainers=(FAKE,)),
     Scenario("stderr's reader quits (2>&1 | head -1)", "the run completes, exit 0; console_lost in events.jsonl",
              log_reader_quits, trainers=(FAKE,)),
-    Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0", hung_rank),
+    Scenario("hung rank", "stall detected, SIGUSR1 (kills workers without a handler), retried as a stall, exit 0",
+             hung_rank),
     Scenario("agent SIGSTOPped mid-generation (no --stall-timeout)",
              "agent_hung, killed and replaced, retried within the budget, exit 0", agent_sigstopped, trainers=(FAKE,),
              fake_timeout=90.0),
@@ -1101,8 +1121,10 @@ SCENARIOS: tuple[Scenario, ...] = (
              supervisor_paused, trainers=(FAKE,)),
     Scenario("forkserver kill -9 mid-generation", "named as the forkserver's death, a new one, retried, exit 0",
              forkserver_killed, trainers=(FAKE,)),
-    Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes", second_launch),
-    Scenario("another user squats the lock's socket name", "the run starts, logs save_lock_squatted naming the squatter; "
+    Scenario("second pai-launch, same folder", "the second exits 2 naming the first's PID; the first completes",
+             second_launch),
+    Scenario("another user squats the lock's socket name", "the run starts, logs save_lock_squatted naming the "
+             "squatter; "
              "a second pai-launch still exits 2 naming the first's PID", lock_name_squatted, trainers=(FAKE,),
              unavailable=local_user_unavailable),
     Scenario("another user plants a link at the lock file", "one line, exit 2, nothing started, the link's target "
@@ -1120,7 +1142,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("--grace nan", "one line naming --grace, exit 2, nothing started or written", grace_nan, trainers=(NONE,)),
     Scenario("missing script", "one line, exit 2, nothing started or written", missing_script, trainers=(NONE,)),
     Scenario("--nproc 0", "one line, exit 2, nothing started or written", nproc_zero, trainers=(NONE,)),
-    Scenario("script without PerforatedAI flags", "exit 3 with the init run's argparse error shown", script_without_pai_flags,
+    Scenario("script without PerforatedAI flags", "exit 3 with the init run's argparse error shown",
+             script_without_pai_flags,
              trainers=(NONE,)),
     Scenario("rank SIGKILLed in a collective (real DDP)", "generation stopped in seconds, retried, exit 0",
              ddp_rank_killed_in_collective, trainers=(REAL,), torch=True, real_timeout=180.0),
@@ -1133,7 +1156,8 @@ def execute(scenario: Scenario, trainer: str, root: Path) -> Result:
     started = time.monotonic()
     why_not = scenario.unavailable()
     if why_not:
-        return Result(scenario.name, trainer, scenario.expected, f"skipped: {why_not}", [], [], [], 0.0, root, skipped=True)
+        return Result(scenario.name, trainer, scenario.expected, f"skipped: {why_not}", [], [], [], 0.0, root,
+                      skipped=True)
     run = Run(root, trainer, scenario.timeout(trainer))
     outcome = ""
     try:

@@ -85,7 +85,8 @@ class Tripwire:
                 event = json.loads(text.split("PAI_EXAMPLE ", 1)[1])
             except ValueError:
                 event = {}
-            matches = event.get("event") == at and (at != "epoch" or at_epoch is None or str(event.get("epoch")) == at_epoch)
+            matches = event.get("event") == at and (at != "epoch" or at_epoch is None or str(event.get("epoch"))
+                                                    == at_epoch)
             if matches and fault == "tear":
                 written = self._stream.write(text)
                 self._stream.flush()

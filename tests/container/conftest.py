@@ -94,7 +94,8 @@ def base_image(tmp_path_factory) -> str:
     subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs), _debian_mirror()], check=True,
                    capture_output=True, timeout=600)
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(["podman", "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True, capture_output=True, timeout=300)
+    subprocess.run(["podman", "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True, capture_output=True,
+                   timeout=300)
     tar.wait(timeout=60)
     shutil.rmtree(rootfs, ignore_errors=True)
     return BASE_IMAGE
@@ -128,7 +129,8 @@ TORCHVISION_FOR = {"2.4.1": "0.19.1", "2.7.1": "0.22.1", "2.13.0": "0.28.0"}
 TORCH_BASE_IMAGE = f"localhost/pai-launch-test-torch-base:{DEFAULT_BASE_TORCH}"
 DEFAULT_BASE_IMAGE = "localhost/pai-launch:test-default-base"
 #: A stand-in for the registry's PyTorch image: Debian's Python 3.11 (as in that image) with the same torch and
-#: torchvision installed into the system's site-packages, where the Dockerfile's venv (--system-site-packages) sees them.
+#: torchvision installed into the system's site-packages, where the Dockerfile's venv (--system-site-packages) sees
+#: them.
 TORCH_BASE_CONTAINERFILE = """\
 FROM {base}
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \\
@@ -146,9 +148,12 @@ def _wheelhouse(torch: str, torchvision: str) -> Path:
     done_mark = folder / ".complete"
     if not done_mark.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--only-binary=:all:",
-                        "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
-                        "--platform", "manylinux1_x86_64", "-d", str(folder), f"torch=={torch}", f"torchvision=={torchvision}"],
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                        "--only-binary=:all:",
+                        "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform",
+                        "manylinux2014_x86_64",
+                        "--platform", "manylinux1_x86_64", "-d", str(folder), f"torch=={torch}",
+                        f"torchvision=={torchvision}"],
                        check=True, capture_output=True, timeout=1200)
         done_mark.write_text("")
     return folder

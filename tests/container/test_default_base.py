@@ -17,14 +17,16 @@ TESTED_TORCH = {"2.13.0", *(env.torch for env in ENVIRONMENTS)}
 
 def test_the_default_base_carries_a_torch_the_project_tests():
     assert DEFAULT_BASE.startswith("pytorch/pytorch:")
-    assert DEFAULT_BASE_TORCH in TESTED_TORCH, f"{DEFAULT_BASE}: torch {DEFAULT_BASE_TORCH} is not tested ({TESTED_TORCH})"
+    assert DEFAULT_BASE_TORCH in TESTED_TORCH, \
+        f"{DEFAULT_BASE}: torch {DEFAULT_BASE_TORCH} is not tested ({TESTED_TORCH})"
 
 
 @pytest.mark.proc
 @pytest.mark.torch
 @pytest.mark.timeout(3600)
 def test_the_image_on_the_default_base_keeps_its_torch_and_trains_the_example(default_base_image, tmp_path):
-    probe = subprocess.run([*PODMAN_RUN, "--rm", "--network", "none", "--entrypoint", "python", default_base_image, "-c",
+    probe = subprocess.run([*PODMAN_RUN, "--rm", "--network", "none", "--entrypoint", "python", default_base_image,
+                            "-c",
                             "import torch, perforatedai, pai_launch; print(torch.__version__)"],
                            capture_output=True, text=True, timeout=300)
     assert probe.returncode == 0, probe.stderr[-3000:]

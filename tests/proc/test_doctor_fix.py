@@ -116,7 +116,8 @@ def test_a_helper_is_fixed_beside_its_own_orig(tmp_path):
     script = script_path.read_bytes()
     done = run_tool("doctor", "--fix", "train.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["the original is in utils/ddp.py.orig", "fixed utils/ddp.py: ddp-broadcast-buffers",
+    assert done.stdout.splitlines() == ["the original is in utils/ddp.py.orig",
+                                        "fixed utils/ddp.py: ddp-broadcast-buffers",
                                         "1 fix made; no problems left"]
     assert "(model, find_unused_parameters=True, broadcast_buffers=False)\n" in helper.read_text()
     assert (tmp_path / "train.py").read_bytes() == script and not (tmp_path / "train.py.orig").exists()

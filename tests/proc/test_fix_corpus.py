@@ -1,4 +1,5 @@
-"""doctor --fix on the corpus of public projects: the table of the manual's doctor --fix page is what scripts/fix_corpus.py computes today,
+"""doctor --fix on the corpus of public projects: the table of the manual's doctor --fix page is what
+scripts/fix_corpus.py computes today,
 and fixing never touches the corpus's own files. It fixes 44 projects (about a minute), so it lives here rather than
 in tests/unit, whose tier stays seconds and also runs under the newest torch."""
 

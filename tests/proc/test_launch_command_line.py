@@ -14,7 +14,8 @@ PREFLIGHT_ERRORS = {
     "unknown_option_before_script": (["--nproc", "2", "--bogus-option"], None, [], "--bogus-option"),
     "pai_load_folder_in_script_args": (["--nproc", "2"], None, ["--pai_load_folder", "PAI"], "--pai_load_folder"),
     "pai_load_folder_equals_in_script_args": (["--nproc", "2"], None, ["--pai_load_folder=PAI"], "--pai_load_folder"),
-    "perforate_flag_in_script_args": (["--nproc", "2"], None, ["--perforate_model_parallel"], "--perforate_model_parallel"),
+    "perforate_flag_in_script_args": (["--nproc", "2"], None, ["--perforate_model_parallel"],
+                                      "--perforate_model_parallel"),
     "data_parallel_with_nproc_2": (["--data-parallel", "--nproc", "2"], None, [], "--data-parallel"),
     "negative_grace": (["--nproc", "2", "--grace", "-1"], None, [], "--grace"),
     "unknown_restructure_mode": (["--nproc", "2", "--restructure", "inplace"], None, [], "--restructure 'inplace'"),
@@ -130,7 +131,8 @@ def test_data_parallel_runs_the_init_run_then_one_plain_process(scene):
     assert process["env"]["RANK"] is None and process["env"]["WORLD_SIZE"] is None  # no elastic agent
     assert "--pai_load_folder" not in process["argv"] and "--perforate_model_parallel" not in process["argv"]
     assert process["stdin_devnull"]
-    assert process["env"]["PAI_LAUNCH_RUN_ID"] == init["env"]["PAI_LAUNCH_RUN_ID"] == launch.event("run_finished")["run_id"]
+    assert process["env"]["PAI_LAUNCH_RUN_ID"] == init["env"]["PAI_LAUNCH_RUN_ID"] == \
+        launch.event("run_finished")["run_id"]
     assert "generation_started" not in launch.event_names()
     assert launch.event("training_started")["mode"] == "data_parallel"
     assert (scene.work / "PAI" / ".training_complete").is_file()

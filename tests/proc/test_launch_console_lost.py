@@ -1,6 +1,7 @@
 """pai-launch's own console may be closed at start, or go away mid-run (a reader that quits, a full device, a terminal
 that is closed): the run and its workers go on, the events file keeps every event and says once that the console was
-lost. A SIGHUP after the terminal is gone, and a SIGQUIT, stop the run as the manual says (docs/users/usage.md); the exit-code boundary
+lost. A SIGHUP after the terminal is gone, and a SIGQUIT, stop the run as the manual says (docs/users/usage.md); the
+exit-code boundary
 says 70 even when it can write nothing."""
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ def test_full_cycle_restarts_on_each_switch_file_until_the_marker(scene):
     assert launch.event_names().count("init_started") == 1
     assert _generations(launch) == [(1, None), (2, "PAI"), (3, "PAI")]
     assert [e["switch_files"] for e in launch.events("generation_ended")] == [["switch_2.pt"], ["switch_4.pt"], []]
-    assert [(e["generation"], e["file"]) for e in launch.events("switch_written")] == [(1, "switch_2.pt"), (2, "switch_4.pt")]
+    assert [(e["generation"], e["file"]) for e in launch.events("switch_written")] == [(1, "switch_2.pt"),
+                                                                                       (2, "switch_4.pt")]
     added = launch.events("dendrites_added")
     assert [(e["generation"], e["switch_files"], e["dendrites"]) for e in added] == [
         (1, ["switch_2.pt"], 1), (2, ["switch_4.pt"], 2)]
@@ -76,7 +77,8 @@ def test_identical_worker_failure_before_training_is_retried_once_then_exits_wit
     (retry,) = launch.events("retry_scheduled")
     assert (retry["delay_s"], retry["failures"]) == (0.2, 1) and "rank 1" in retry["reason"]
     finished = launch.event("run_finished")
-    assert finished["exit_code"] == 7 and "rank 1" in finished["reason"] and "retrying cannot help" in finished["reason"]
+    assert finished["exit_code"] == 7 and "rank 1" in finished["reason"] \
+        and "retrying cannot help" in finished["reason"]
     assert _generations(launch) == [(1, None), (2, None)]
 
 

@@ -40,7 +40,8 @@ class PeakRss:
 
 
 def test_ranks_that_flood_their_output_end_with_0_their_last_lines_relayed_and_the_agent_bounded(scene, both_modes):
-    launch = scene.start("--nproc", "2", "--grace", "2", script_args=["--generations", "1", "--flood-mb", str(FLOOD_MB)])
+    launch = scene.start("--nproc", "2", "--grace", "2", script_args=["--generations", "1", "--flood-mb",
+                                                                      str(FLOOD_MB)])
     rss = PeakRss(psutil.Process(wait_event(launch, "agent_ready", 60)["agent_pid"]))
     try:
         rc = launch.wait(100)

@@ -81,6 +81,7 @@ def test_a_bug_before_anything_started_is_one_line_and_exit_70(scene):
     rc = launch.wait(30)
     assert rc == INTERNAL_ERROR
     last = launch.stderr.strip().splitlines()[-1]
-    assert last.startswith("pai-launch: error: internal error (RuntimeError: injected fault in opening the save folder)")
+    assert last.startswith("pai-launch: error: internal error (RuntimeError: injected fault in opening the save "
+                           "folder)")
     assert "exit code 70" in last
     assert scene.records() == []  # nothing was started

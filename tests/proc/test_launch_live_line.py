@@ -64,7 +64,8 @@ def test_on_a_terminal_a_live_line_shows_the_generation_and_every_log_line_stays
     assert any(line.startswith("[pai-launch] generation 2 · 1 dendrite · ") for line in lines), lines[-5:]
     # Between two clears there is at most one status line, and only at the end: nothing was written after it.
     for piece in states:
-        assert piece.count("[pai-launch] ") <= 1 and ("[pai-launch] " not in piece or "\n" not in piece.split("[pai-launch] ")[1])
+        assert piece.count("[pai-launch] ") <= 1 and ("[pai-launch] " not in piece
+                                                      or "\n" not in piece.split("[pai-launch] ")[1])
     text = ANSI.sub("", shown.replace(CLEAR, "\n"))
     assert re.search(r"^\S+ \[info\s*\] run_finished\b", text, re.M), "log lines still start their own lines"
     assert re.search(r"^\[rank[01]\]: rank [01] generation 1", text, re.M), "so do the workers' lines"

@@ -67,10 +67,12 @@ def test_the_same_run_id_started_again_gets_a_folder_of_its_own(make_scene, tmp_
     logs = tmp_path / "logs"
     env = {"PAI_LAUNCH_RUN_ID": "../shared id"}
     first, second = make_scene(tmp_path / "a"), make_scene(tmp_path / "b")
-    one, rc = first.run("--nproc", "2", "--log-dir", str(logs), env=env, script_args=["--generations", "1", "--say", "A"])
+    one, rc = first.run("--nproc", "2", "--log-dir", str(logs), env=env,
+                        script_args=["--generations", "1", "--say", "A"])
     assert rc == 0, one.log_summary()
 
-    two, rc = second.run("--nproc", "2", "--log-dir", str(logs), env=env, script_args=["--generations", "1", "--say", "B"])
+    two, rc = second.run("--nproc", "2", "--log-dir", str(logs), env=env,
+                         script_args=["--generations", "1", "--say", "B"])
 
     assert rc == 0, two.log_summary()
     _own_lines_only(one, "A", ["B rank"], 1)

@@ -73,7 +73,8 @@ def test_metrics_on_every_interface_are_served_with_a_warning_and_on_localhost_w
                            script_args=["--generations", "1"])
     assert rc == 0, launch.log_summary()
     exposed = launch.event("metrics_exposed")
-    assert exposed["host"] == "0.0.0.0" and "without authentication" in exposed["hint"] and "127.0.0.1" in exposed["hint"]
+    assert exposed["host"] == "0.0.0.0" and "without authentication" in exposed["hint"] \
+        and "127.0.0.1" in exposed["hint"]
     launch, rc = scene.run("--nproc", "1", "--metrics-port", "0", "--save-name", "PAI2",
                            script_args=["--generations", "1", "--save", "PAI2"])
     assert rc == 0 and "metrics_exposed" not in launch.event_names() and "metrics_serving" in launch.event_names()

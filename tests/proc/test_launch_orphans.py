@@ -37,7 +37,8 @@ def test_kill_9_of_pai_launch_leaves_no_process_behind(scene, tmp_path, phase):
         ready = scene.wait_ready(1, 2)
         expected = {pid for pid, _ in ready.values()} | {gc for _, gc in ready.values()}
     # The ready files come from the processes themselves, so they are already descendants of pai-launch.
-    snapshot = wait_until(lambda: (lambda d: d if expected <= {p.pid for p in d} else None)(_descendants(launch.pid)), 10,
+    snapshot = wait_until(lambda: (lambda d: d if expected <= {p.pid for p in d} else None)(_descendants(launch.pid)),
+                          10,
                           message="the trainer processes to show up under pai-launch")
     if phase == "training":
         assert len(snapshot) >= 5, [p.pid for p in snapshot]  # agent, its forkserver, 2 workers, 2 sleepers
@@ -122,7 +123,8 @@ def test_grandchildren_are_swept_when_a_worker_fails(scene):
 
 def test_kill_9_of_the_agent_is_retried_then_fails_the_run_with_1_and_leaves_no_process_behind(scene, tmp_path):
     # The agent dying before its workers reached training, the same way twice: "retrying cannot help", exit 1.
-    launch = scene.start("--nproc", "2", "--grace", "30", "--backoff", "0.2", script_args=["--hang", "--spawn-grandchild"])
+    launch = scene.start("--nproc", "2", "--grace", "30", "--backoff", "0.2",
+                         script_args=["--hang", "--spawn-grandchild"])
     run = []
     for generation in (1, 2):
         ready = scene.wait_ready(generation, 2)

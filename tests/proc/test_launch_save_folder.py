@@ -49,8 +49,10 @@ def test_already_complete_save_folder_exits_0_and_is_left_byte_for_byte(scene):
 
 def test_adopting_a_folder_another_pai_launch_holds_exits_2_naming_it(scene):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock\n"
-         "SaveFolderLock(Path(sys.argv[1])).acquire(); print('held', flush=True); sys.stdin.read()", str(scene.work / "OTHER")],
+        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import "
+         "SaveFolderLock\n"
+         "SaveFolderLock(Path(sys.argv[1])).acquire(); print('held', flush=True); sys.stdin.read()",
+         str(scene.work / "OTHER")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

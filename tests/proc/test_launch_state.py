@@ -71,20 +71,23 @@ def test_state_json_and_events_jsonl_record_the_run_and_state_json_is_always_who
 
     state = read_state(save)
     finished = launch.event("run_finished")
-    assert state["fingerprint"] == {"script": str(FAKE_TRAINER.resolve()), "script_args": scene.instrumentation + script_args,
+    assert state["fingerprint"] == {"script": str(FAKE_TRAINER.resolve()), "script_args": scene.instrumentation
+                                    + script_args,
                                     "nproc": 2, "pai_launch": __version__}
     assert state["run_id"] == finished["run_id"] and _run_ids(scene) == {state["run_id"]}
     assert (state["generation"], state["failures"], state["init_done"], state["save_name"]) == (3, 0, True, "PAI")
     assert state["last_switch"] == "switch_4.pt"
     assert state["last_exit"] == {"code": 0, "reason": "training complete"}
-    assert sorted(os.listdir(state_dir(save))) == ["events.jsonl", "lock.node0", "state.json"], "no temporary files left"
+    assert sorted(os.listdir(state_dir(save))) == ["events.jsonl", "lock.node0",
+                                                   "state.json"], "no temporary files left"
 
     # events.jsonl holds exactly the events pai-launch logged on stderr (its own clock field instead of timestamp).
     logged = launch.events()
     recorded = read_events_file(save)
     assert [e["event"] for e in recorded] == [e["event"] for e in logged]
     for on_stderr, in_file in zip(logged, recorded):
-        assert {k: v for k, v in on_stderr.items() if k != "timestamp"} == {k: v for k, v in in_file.items() if k != "time"}
+        assert {k: v for k, v in on_stderr.items() if k != "timestamp"} == {k: v for k, v in in_file.items() if k
+                                                                            != "time"}
     assert {"run_started", "generation_failed", "retry_scheduled", "run_finished"} <= {e["event"] for e in recorded}
 
 
@@ -93,7 +96,8 @@ def test_kill_9_mid_generation_then_a_restart_continues_the_generation_and_run_i
     # rerun the init run and must start generation 3 with the same run id; it is a new invocation with a full budget
     # (state.json's history keeps the first one's count): with --max-failures 2, generation 3's failure is retried.
     pai_args = ["--nproc", "2", "--max-failures", "2", "--backoff", "0.2", "--grace", "5"]
-    script_args = ["--fail-rank", "0", "--fail-generation", "1,3", "--hang-generation", "2", "--generations", "4", *TRAINING]
+    script_args = ["--fail-rank", "0", "--fail-generation", "1,3", "--hang-generation", "2", "--generations", "4",
+                   *TRAINING]
     first = scene.start(*pai_args, script_args=script_args)
     scene.wait_ready(2, 2)
     save = scene.work / "PAI"
@@ -120,7 +124,8 @@ def test_kill_9_mid_generation_then_a_restart_continues_the_generation_and_run_i
     assert _run_ids(scene) == {before["run_id"]} and second.event("run_finished")["run_id"] == before["run_id"]
     assert [r["env"]["PAI_LAUNCH_GENERATION"] for r in scene.records()] == ["0", "1", "1", "2", "2", "3", "3", "4", "4"]
     after = read_state(save)
-    assert (after["generation"], after["failures"], after["last_exit"]["code"], after["run_id"]) == (4, 1, 0, before["run_id"])
+    assert (after["generation"], after["failures"], after["last_exit"]["code"],
+            after["run_id"]) == (4, 1, 0, before["run_id"])
     assert [(h["generation"], h["failures"]) for h in after["history"]] == [(2, 1)]
     # The dead pai-launch's lock was taken over; its private log folder was cleaned up by the restart.
     assert (state_dir(save) / "lock.node0").read_text().strip() == str(second.pid)

@@ -54,7 +54,8 @@ def test_a_removed_working_directory_is_one_line_and_exit_2(tmp_path, entry):
     gone = tmp_path / "gone"
     gone.mkdir()
     shutil.copy(FAKE_TRAINER, gone / "train.py")
-    command = [PYTHON, "-m", "pai_launch"] if entry == "module" else [os.path.join(os.path.dirname(PYTHON), "pai-launch")]
+    command = [PYTHON, "-m", "pai_launch"] if entry == "module" else [os.path.join(os.path.dirname(PYTHON),
+                                                                                   "pai-launch")]
     env = launch_env(tmp_path)
     # The shell enters the folder, removes it, then becomes pai-launch there.
     script = 'cd "$1" && rmdir "$1" 2>/dev/null; rm -rf "$1"; shift; exec "$@"'
@@ -86,7 +87,8 @@ def small_disk(tmp_path):
         pytest.skip("mounting a tmpfs needs root")
     mount = tmp_path / "logs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     yield mount

@@ -102,7 +102,8 @@ def test_three_nodes_each_run_their_share_of_the_workers(scene):
 
     assert codes == [0, 0, 0], summaries(nodes)
     for generation in (1, 2):
-        ranks = sorted(int(r["env"]["RANK"]) for r in _workers(scene) if r["env"]["PAI_LAUNCH_GENERATION"] == str(generation))
+        ranks = sorted(int(r["env"]["RANK"]) for r in _workers(scene) if r["env"]["PAI_LAUNCH_GENERATION"]
+                       == str(generation))
         assert ranks == [0, 1, 2]
 
 
@@ -114,7 +115,8 @@ NODE_ERRORS = {
     "no_endpoint": (["--nnodes", "2"], "needs --rdzv-endpoint"),
     "bad_nnodes": (["--nnodes", "3:2", "--rdzv-endpoint", "127.0.0.1:29400"], "--nnodes"),
     "data_parallel": (["--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29400", "--data-parallel"], "--data-parallel"),
-    "fresh_off_node_0": (["--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "127.0.0.1:29400", "--fresh"], "--fresh"),
+    "fresh_off_node_0": (["--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "127.0.0.1:29400", "--fresh"],
+                         "--fresh"),
 }
 
 
@@ -144,7 +146,8 @@ def test_a_node_that_cannot_reach_node_0_within_the_timeout_says_so_and_starts_n
 @pytest.mark.timeout(60)
 def test_a_node_started_with_other_script_arguments_is_refused_by_the_fingerprint(scene):
     port = free_port()
-    node0 = start_node(scene, 0, port, "--nproc", "1", script_args=["--generations", "2", "--hold-until", str(scene.hold_file)])
+    node0 = start_node(scene, 0, port, "--nproc", "1", script_args=["--generations", "2", "--hold-until",
+                                                                    str(scene.hold_file)])
     node1 = start_node(scene, 1, port, "--nproc", "1", "--rdzv-timeout", "30", script_args=["--generations", "3"])
     rc = node1.wait(45)
 

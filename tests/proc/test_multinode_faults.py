@@ -44,11 +44,13 @@ def test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_r
     failed = wait_event(survivor, "generation_failed", LOSS_NOTICED_WITHIN)
     assert failed["generation"] == 1
     # Named when node 1 had said who it was, else counted: either way the loss is the cause, not node 0's workers.
-    assert ("node 1" in failed["error"] and "stopped responding" in failed["error"]) or "never reported in" in failed["error"]
+    assert ("node 1" in failed["error"]
+            and "stopped responding" in failed["error"]) or "never reported in" in failed["error"]
     wait_until(lambda: scene.signals(), 10, message="the surviving node's worker to be stopped")
     wait_event(survivor, "generation_started", 30, count=2)  # the retry waits for the killed node (or its store)
 
-    again = start_node(scene, killed, port, "--nproc", "1", "--backoff", "0.2", name=f"node{killed}-again", script_args=hold)
+    again = start_node(scene, killed, port, "--nproc", "1", "--backoff", "0.2", name=f"node{killed}-again",
+                       script_args=hold)
     wait_event(again, "generation_started", 60)
     wait_until(lambda: len([r for r in scene.records() if r["env"]["PAI_LAUNCH_GENERATION"] == "2"]) >= 2, 60,
                message="both nodes' workers of generation 2")
@@ -79,7 +81,8 @@ def test_node_0_killed_mid_generation_ends_node_1_within_seconds_with_exit_1_nam
 
 @pytest.mark.parametrize("signalled", [0, 1])
 def test_sigterm_to_any_nodes_pai_launch_stops_the_whole_job_cleanly_with_143(scene, signalled):
-    # Workers slow to exit, as ones that save on SIGTERM are. pai-launch signals each once (tests/unit/test_node_stop.py);
+    # Workers slow to exit, as ones that save on SIGTERM are. pai-launch signals each once
+    # (tests/unit/test_node_stop.py);
     # torch's own teardown may repeat the SIGTERM to a worker still exiting once a sibling or peer is gone.
     script = ["--hold-until", str(scene.hold_file), "--exit-delay", "1.5"]
     nodes, _ = start_job(scene, 2, "--nproc", "2", script_args=script)

@@ -64,7 +64,8 @@ def _everything(nodes) -> list[psutil.Process]:
 
 
 def test_the_store_listens_only_on_the_endpoints_address_and_its_keys_do_not_give_the_secret_away(scene):
-    nodes, port = start_job(scene, 2, "--nproc", "1", script_args=["--hold-until", str(scene.hold_file), "--generations", "1"])
+    nodes, port = start_job(scene, 2, "--nproc", "1", script_args=["--hold-until", str(scene.hold_file),
+                                                                   "--generations", "1"])
     scene.wait_ready(1, 2)
 
     listening = [c for c in _store_process(nodes[0]).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
@@ -83,7 +84,8 @@ def test_the_store_listens_only_on_the_endpoints_address_and_its_keys_do_not_giv
 def test_an_outside_client_without_the_secret_can_neither_stop_the_job_nor_forge_a_result(scene):
     # Generation 2 starts after the outsider wrote: entering it checks the stop flag, and generation 1's end reads
     # node 0's result. Both read only what the job's secret sealed.
-    nodes, port = start_job(scene, 2, "--nproc", "1", script_args=["--hold-until", str(scene.hold_file), "--generations", "2"])
+    nodes, port = start_job(scene, 2, "--nproc", "1", script_args=["--hold-until", str(scene.hold_file),
+                                                                   "--generations", "2"])
     scene.wait_ready(1, 2)
     _outsider(port)
     scene.hold_file.touch()
@@ -91,7 +93,8 @@ def test_an_outside_client_without_the_secret_can_neither_stop_the_job_nor_forge
     assert wait_all(nodes, 90) == [0, 0], summaries(nodes)
     for node in nodes:
         assert [e["generation"] for e in node.events("generation_ended")] == [1, 2], node.log_summary()
-        assert not {"generation_failed", "generation_stopped", "retry_scheduled"} & set(node.event_names()), node.log_summary()
+        assert not {"generation_failed", "generation_stopped",
+                    "retry_scheduled"} & set(node.event_names()), node.log_summary()
     assert scene.signals() == {}, "no worker was stopped"
 
 

@@ -22,7 +22,8 @@ def test_a_run_supervised_inside_another_process_leaves_that_processs_other_chil
     what the run started, however the run ends."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     host_child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                                   "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)"])
+                                   "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+                                   "time.sleep(120)"])
     try:
         wait_until(lambda: len(psutil.Process(host_child.pid).children()) == 1, 30)
         grandchild = psutil.Process(host_child.pid).children()[0]
@@ -34,7 +35,8 @@ def test_a_run_supervised_inside_another_process_leaves_that_processs_other_chil
         assert Runner(spec, SaveSession(spec, env), inbox, env, (), own_world(spec, env, inbox)).run() == 0
 
         assert host_child.poll() is None and grandchild.is_running()
-        assert "leftovers_killed" not in [e["event"] for e in events_file(tmp_path / "PAI" / ".pai-launch" / "events.jsonl")]
+        assert "leftovers_killed" not in [e["event"]
+                                          for e in events_file(tmp_path / "PAI" / ".pai-launch" / "events.jsonl")]
     finally:
         for proc in psutil.Process(host_child.pid).children(recursive=True):
             proc.kill()

@@ -69,7 +69,8 @@ def test_requeue_on_without_scontrol_on_node_0_says_what_to_install(scene, tmp_p
     bin_dir = tmp_path / "bin-without-scontrol"
     bin_dir.mkdir()
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (shutil.which("scontrol", path=p)))
-    launch, rc = scene.run("--requeue-on", "USR1", env={**STEP, "SLURM_NODEID": "0", "PATH": f"{bin_dir}{os.pathsep}{path}"})
+    launch, rc = scene.run("--requeue-on", "USR1", env={**STEP, "SLURM_NODEID": "0",
+                                                        "PATH": f"{bin_dir}{os.pathsep}{path}"})
 
     assert rc == 2, launch.stderr
     line = launch.error_line()

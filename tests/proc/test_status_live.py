@@ -27,7 +27,8 @@ def test_live_run_shows_its_supervisor_and_the_finished_run_its_generations(scen
     assert live.state == "running", run_status.render_text(live)
     sup = live.supervisor
     assert sup is not None and sup.running and sup.pid == launch.pid and pid_is_live(sup.pid)
-    assert sup.host == os.uname().nodename and sup.since == pytest.approx(psutil.Process(launch.pid).create_time(), abs=1)
+    assert sup.host == os.uname().nodename and sup.since == pytest.approx(psutil.Process(launch.pid).create_time(),
+                                                                          abs=1)
     assert live.generations[-1].number == 1 and live.generations[-1].outcome == "running"
     assert live.phase.startswith("generation 1 running for") and live.ended is None
     assert live.init is not None and live.init.ok

@@ -74,7 +74,8 @@ def test_help_lists_the_tools(tmp_path):
     done = tool("--help", cwd=tmp_path)
     assert done.returncode == 0
     text = " ".join(done.stdout.split())  # however the help is wrapped
-    assert "pai-launch doctor SCRIPT" in text and "pai-launch status [SAVE]" in text and "pai-launch env [--json]" in text
+    assert "pai-launch doctor SCRIPT" in text and "pai-launch status [SAVE]" in text \
+        and "pai-launch env [--json]" in text
 
 
 def test_status_watch_stops_at_once_on_ctrl_c_and_shows_the_live_run(scene):
@@ -120,7 +121,8 @@ def test_a_launch_warns_of_the_scripts_problems_and_runs_it_anyway(scene):
 
     assert rc == 0, launch.log_summary()
     problems = {e["id"]: e for e in launch.events("script_problem")}
-    wrapper_line = next(n for n, line in enumerate(FLAGGED.read_text().splitlines(), 1) if "DistributedDataParallel(" in line)
+    wrapper_line = next(n for n, line in enumerate(FLAGGED.read_text().splitlines(), 1)
+                        if "DistributedDataParallel(" in line)
     assert "ddp-broadcast-buffers" in problems and problems["ddp-broadcast-buffers"]["line"] == wrapper_line
     assert "broadcast_buffers=False" in problems["ddp-broadcast-buffers"]["fix"]
     summary = launch.event("script_check")

@@ -34,7 +34,8 @@ def test_a_sagemaker_style_torchrun_line_is_planned_as_node_1_of_2_at_the_master
     assert f"from torchrun's options: --rdzv-endpoint 127.0.0.1:{port} (--master_addr, --master_port)" in out
     assert f"nodes: node 1 of 2, rendezvous store at 127.0.0.1:{port}" in out and "(node 0 serves the store)" in out
     assert "init run: node 0's" in out
-    assert f"generation 1 (2 workers, torch elastic agent, c10d rendezvous in node 0's store at 127.0.0.1:{port})" in out
+    assert "generation 1 (2 workers, torch elastic agent, c10d rendezvous in node 0's store at " \
+        f"127.0.0.1:{port})" in out
     assert f"command: {PYTHON} -u {FAKE_TRAINER}\n" in out
     assert scene.work_listing() == [] and scene.tmp_listing() == []
 
@@ -69,7 +70,8 @@ def test_torchruns_log_line_prefix_template_starts_every_relayed_line_of_each_ra
     host = socket.gethostname()
     lines = launch.stdout.splitlines()
     for rank in (0, 1):
-        assert any(line.startswith(f"[default:{rank}/{rank}@{host}] rank {rank} generation 1 ") for line in lines), lines
+        assert any(line.startswith(f"[default:{rank}/{rank}@{host}] rank {rank} generation 1 ")
+                   for line in lines), lines
         assert not any(line.startswith(f"[rank{rank}]: ") for line in lines), lines
 
 

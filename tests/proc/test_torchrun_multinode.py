@@ -21,7 +21,8 @@ def _ran_the_job_together(scene, nodes) -> None:
     assert sum(record["init"] for record in records) == 1, "only node 0 runs the init run"
     workers = [record for record in records if not record["init"]]
     for generation in ("1", "2"):
-        ranks = sorted(record["env"]["RANK"] for record in workers if record["env"]["PAI_LAUNCH_GENERATION"] == generation)
+        ranks = sorted(record["env"]["RANK"] for record in workers if record["env"]["PAI_LAUNCH_GENERATION"]
+                       == generation)
         assert ranks == ["0", "1"], (generation, ranks)
     assert {record["env"]["WORLD_SIZE"] for record in workers} == {"2"}
     for rank, node in enumerate(nodes):

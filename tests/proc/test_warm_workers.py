@@ -59,7 +59,8 @@ def test_warm_workers_see_the_same_interpreter_as_cold_ones(scene):
     assert "torch" in ready["warm"]["preloaded"].split(",")
     cold, warm = alike_reports(scene.io / "cold", scene.io / "warm")
     # The things that make this comparison worth having: per-generation values did change between generations.
-    assert warm["2-0"]["env"]["PAI_LAUNCH_GENERATION"] == "2" and warm["2-0"]["argv"][-2:] == ["--pai_load_folder", "PAI"]
+    assert warm["2-0"]["env"]["PAI_LAUNCH_GENERATION"] == "2" and warm["2-0"]["argv"][-2:] == ["--pai_load_folder",
+                                                                                               "PAI"]
     assert warm["1-1"]["env"]["RANK"] == "1" and warm["1-0"]["own_session"] and warm["1-0"]["name"] == "__main__"
     assert warm["1-0"]["path"][0] == str(PROBE.parent)
     assert warm["1-0"]["preloaded"] == ["perforatedai", "torch"] and cold["1-0"]["preloaded"] == []

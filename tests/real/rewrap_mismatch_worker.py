@@ -15,7 +15,8 @@ from pai_launch import training as pt
 case = sys.argv[1]
 run = pt.start(False, backend="gloo")
 torch.manual_seed(0)
-net = nn.Sequential(nn.Linear(4, 8 if case == "shape" and run.rank == 1 else 4), nn.Linear(8 if case == "shape" and run.rank == 1 else 4, 2))
+net = nn.Sequential(nn.Linear(4, 8 if case == "shape" and run.rank == 1 else 4),
+                    nn.Linear(8 if case == "shape" and run.rank == 1 else 4, 2))
 if case == "values" and run.rank == 1:
     with torch.no_grad():
         net[1].weight.add_(0.5)

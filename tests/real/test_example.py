@@ -59,7 +59,8 @@ def test_real_perforatedai_example_runs_to_completion_over_several_generations(e
     # Every generation's workers really trained: both ranks report epochs, and each generation ended on purpose.
     progress = _progress(out)
     exits = [p for p in progress if p["event"] in ("restructure_exit", "complete_exit")]
-    assert {(p["gen"], p["rank"]) for p in exits} >= {(str(g), r) for g in range(1, len(generations) + 1) for r in (0, 1)}
+    assert {(p["gen"], p["rank"]) for p in exits} >= {(str(g), r) for g in range(1, len(generations) + 1)
+                                                      for r in (0, 1)}
     assert [p["event"] for p in exits if p["rank"] == 0][-1] == "complete_exit"
     assert len(seen) >= 3 and left == []
 
@@ -87,7 +88,8 @@ def test_real_example_in_data_parallel_mode(tmp_path):
     assert (tmp_path / "PAI" / ".training_complete").is_file()
     assert len(list((tmp_path / "PAI").glob("switch_*.pt"))) >= 2
     assert not any(e["event"] == "generation_started" for e in events)
-    assert [e["event"] for e in events if e["event"] in ("init_started", "training_started")] == ["init_started", "training_started"]
+    assert [e["event"] for e in events if e["event"] in ("init_started",
+                                                         "training_started")] == ["init_started", "training_started"]
     assert left == []
 
 
@@ -147,7 +149,8 @@ def test_the_example_restructured_in_process_matches_the_restart_path(example_ru
     switches = sorted(p.name for p in (folder / "PAI").glob("switch_*.pt"))
     assert switches == sorted(p.name for p in (restart_folder / "PAI").glob("switch_*.pt"))
     assert [e["file"] for e in restructures] == sorted(switches, key=lambda n: int(n[7:-3]))
-    assert pai_files.dendrites_and_best(folder / "PAI")[0] == pai_files.dendrites_and_best(restart_folder / "PAI")[0] > 0
+    assert pai_files.dendrites_and_best(folder / "PAI")[0] == \
+        pai_files.dendrites_and_best(restart_folder / "PAI")[0] > 0
     # The same processes trained throughout: every rank's progress lines after the init run come from one pid.
     progress = [p for p in _progress(in_out) if p["gen"] != "0"]
     assert len({(p["rank"], p["pid"]) for p in progress}) == 2

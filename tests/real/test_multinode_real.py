@@ -28,11 +28,13 @@ def two_hosts():
     hosts.remove()
 
 
-def _start(tmp_path, rank: int, port: int, script, *args: str, host: hosts.Host | None = None, endpoint: str = "127.0.0.1",
+def _start(tmp_path, rank: int, port: int, script, *args: str, host: hosts.Host | None = None,
+           endpoint: str = "127.0.0.1",
            script_args: tuple[str, ...] = ()):
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    pai_args = ["--log-format", "json", "--nnodes", "2", "--node-rank", str(rank), "--rdzv-endpoint", f"{endpoint}:{port}",
+    pai_args = ["--log-format", "json", "--nnodes", "2", "--node-rank", str(rank), "--rdzv-endpoint",
+                f"{endpoint}:{port}",
                 *(["--local-addr", host.address] if host else []), *args, str(script), *script_args]
     env = launch_env(tmp_path, {"PYTHONPATH": str(REPO)})
     return start_pai_launch(pai_args, cwd=work, io_dir=tmp_path / "io", env=env, name=f"node{rank}",

@@ -26,14 +26,16 @@ class Job:
         for folder in (self.work, self.io / "records", self.io / "ready", root / "tmp"):
             folder.mkdir(parents=True, exist_ok=True)
         self.hold = self.io / "release"
-        self.env = {**cluster.env, "PAI_LAUNCH": str(PAI_LAUNCH), "TMPDIR": str(root / "tmp"), "CUDA_VISIBLE_DEVICES": "",
+        self.env = {**cluster.env, "PAI_LAUNCH": str(PAI_LAUNCH), "TMPDIR": str(root / "tmp"),
+                    "CUDA_VISIBLE_DEVICES": "",
                     "PYTHONDONTWRITEBYTECODE": "1"}
 
     def trainer_args(self, *extra: str) -> list[str]:
         return [str(FAKE_TRAINER), "--record", str(self.io / "records"), "--ready-dir", str(self.io / "ready"),
                 "--signal-log", str(self.io / "signals.log"), *extra]
 
-    def submit(self, *pai_args: str, script: Path = SBATCH, options: tuple[str, ...] = (), trainer: tuple[str, ...] = ()) -> str:
+    def submit(self, *pai_args: str, script: Path = SBATCH, options: tuple[str, ...] = (),
+               trainer: tuple[str, ...] = ()) -> str:
         command = ["sbatch", "--parsable", *options, str(script), "--log-format", "json", *pai_args,
                    *self.trainer_args(*trainer)]
         done = subprocess.run(command, cwd=self.work, env=self.env, capture_output=True, text=True, timeout=30)
@@ -139,7 +141,8 @@ def test_the_warning_signal_stops_the_job_which_requeues_itself_and_resumes(job)
     first_run = job.log(job_id)
     assert [e["node"] for e in json_events(first_run, "job_requeued")] == [0]
     assert sorted((e["node"], e["exit_code"]) for e in json_events(first_run, "run_finished")) == [(0, 138), (1, 138)]
-    # Each worker got SIGUSR1 once (Slurm signals the whole job step; pai-launch does not hand it on twice), then SIGTERM.
+    # Each worker got SIGUSR1 once (Slurm signals the whole job step; pai-launch does not hand it on twice), then
+    # SIGTERM.
     assert sorted(job.signals()) == [("0", "SIGTERM"), ("0", "SIGUSR1"), ("1", "SIGTERM"), ("1", "SIGUSR1")]
     job.nothing_left()
 

@@ -31,12 +31,14 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     ),
     # DDP broadcasts buffers
     'ddp_broadcast_buffers': (
-        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n',
+        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, '
+        'broadcast_buffers=False)\n',
         '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)\n',
     ),
     # DDP without find_unused_parameters
     'ddp_find_unused': (
-        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n',
+        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, '
+        'broadcast_buffers=False)\n',
         '        model = nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)\n',
     ),
     # leaves a generation without barrier and destroy_process_group
@@ -61,28 +63,63 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     ),
     # loads the checkpoint after building the optimizer
     'load_after_optimizer': (
-        'if args.pai_load_folder:\n    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\nGPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, {})\n',
-        'GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, {})\nif args.pai_load_folder:\n    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\n',
+        'if args.pai_load_folder:\n    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), '
+        'key=os.path.getmtime)\n    model = UPA.load_system(model, args.pai_load_folder, '
+        'os.path.basename(newest)[:-3], True)\nGPA.pai_tracker.set_optimizer(torch.optim.SGD)\n'
+        'optimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, '
+        '{})\n',
+        'GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, '
+        '{"params": model.parameters(), "lr": 0.1}, {})\nif args.pai_load_folder:\n'
+        '    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n'
+        '    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\n',
     ),
     # every rank writes the marker
     'marker_every_rank': (
-        '        if rank == 0:\n            with open(os.path.join(args.save, ".training_complete"), "w") as marker:\n                marker.write("complete\\n")\n',
-        '        with open(os.path.join(args.save, ".training_complete"), "w") as marker:\n            marker.write("complete\\n")\n',
+        '        if rank == 0:\n            with open(os.path.join(args.save, ".training_complete"), "w") as marker:\n'
+        '                marker.write("complete\\n")\n',
+        '        with open(os.path.join(args.save, ".training_complete"), "w") as marker:\n'
+        '            marker.write("complete\\n")\n',
     ),
     # never writes the marker
     'marker_missing': (
-        '    if complete:\n        if rank == 0:\n            with open(os.path.join(args.save, ".training_complete"), "w") as marker:\n                marker.write("complete\\n")\n',
+        '    if complete:\n        if rank == 0:\n            with open(os.path.join(args.save, ".training_complete"), '
+        '"w") as marker:\n                marker.write("complete\\n")\n',
         '',
     ),
     # does not accept the two flags
     'no_flags': (
-        'parser.add_argument("--perforate_model_parallel", action="store_true")\nparser.add_argument("--pai_load_folder", default=None)\n',
+        'parser.add_argument("--perforate_model_parallel", action="store_true")\n'
+        'parser.add_argument("--pai_load_folder", default=None)\n',
         '',
     ),
     # never loads a switch checkpoint
     'no_resume': (
-        'import glob\nimport os\nimport sys\n\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\nfrom perforatedai import globals_perforatedai as GPA\nfrom perforatedai import utils_perforatedai as UPA\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--perforate_model_parallel", action="store_true")\nparser.add_argument("--pai_load_folder", default=None)\nparser.add_argument("--save", default="PAI")\nargs = parser.parse_args()\ninit_run = args.perforate_model_parallel\ndistributed = not init_run and "WORLD_SIZE" in os.environ\nif distributed:\n    dist.init_process_group("gloo")\nrank = dist.get_rank() if distributed else 0\nworld = dist.get_world_size() if distributed else 1\n\n\ndef in_turn(fn):\n    if not distributed:\n        return fn()\n    result = None\n    for turn in range(world):\n        if turn == rank:\n            result = fn()\n        dist.barrier()\n    return result\n\n\nGPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\nif args.pai_load_folder:\n    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\n',
-        'import os\nimport sys\n\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\nfrom perforatedai import globals_perforatedai as GPA\nfrom perforatedai import utils_perforatedai as UPA\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--perforate_model_parallel", action="store_true")\nparser.add_argument("--pai_load_folder", default=None)\nparser.add_argument("--save", default="PAI")\nargs = parser.parse_args()\ninit_run = args.perforate_model_parallel\ndistributed = not init_run and "WORLD_SIZE" in os.environ\nif distributed:\n    dist.init_process_group("gloo")\nrank = dist.get_rank() if distributed else 0\nworld = dist.get_world_size() if distributed else 1\n\n\ndef in_turn(fn):\n    if not distributed:\n        return fn()\n    result = None\n    for turn in range(world):\n        if turn == rank:\n            result = fn()\n        dist.barrier()\n    return result\n\n\nGPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
+        'import glob\nimport os\nimport sys\n\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\n'
+        'from perforatedai import globals_perforatedai as GPA\nfrom perforatedai import utils_perforatedai as UPA\n\n'
+        'parser = argparse.ArgumentParser()\nparser.add_argument("--perforate_model_parallel", action="store_true")\n'
+        'parser.add_argument("--pai_load_folder", default=None)\nparser.add_argument("--save", default="PAI")\n'
+        'args = parser.parse_args()\ninit_run = args.perforate_model_parallel\ndistributed = not init_run and '
+        '"WORLD_SIZE" in os.environ\nif distributed:\n    dist.init_process_group("gloo")\n'
+        'rank = dist.get_rank() if distributed else 0\nworld = dist.get_world_size() if distributed else 1\n\n\n'
+        'def in_turn(fn):\n    if not distributed:\n        return fn()\n    result = None\n'
+        '    for turn in range(world):\n        if turn == rank:\n            result = fn()\n        dist.barrier()\n'
+        '    return result\n\n\nGPA.pc.set_configuration_confirmed(True)\n'
+        'GPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\n'
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\nif args.pai_load_folder:\n'
+        '    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), key=os.path.getmtime)\n'
+        '    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3], True)\n',
+        'import os\nimport sys\n\nimport torch\nimport torch.distributed as dist\nimport torch.nn as nn\n'
+        'from perforatedai import globals_perforatedai as GPA\nfrom perforatedai import utils_perforatedai as UPA\n\n'
+        'parser = argparse.ArgumentParser()\nparser.add_argument("--perforate_model_parallel", action="store_true")\n'
+        'parser.add_argument("--pai_load_folder", default=None)\nparser.add_argument("--save", default="PAI")\n'
+        'args = parser.parse_args()\ninit_run = args.perforate_model_parallel\ndistributed = not init_run and '
+        '"WORLD_SIZE" in os.environ\nif distributed:\n    dist.init_process_group("gloo")\n'
+        'rank = dist.get_rank() if distributed else 0\nworld = dist.get_world_size() if distributed else 1\n\n\n'
+        'def in_turn(fn):\n    if not distributed:\n        return fn()\n    result = None\n'
+        '    for turn in range(world):\n        if turn == rank:\n            result = fn()\n        dist.barrier()\n'
+        '    return result\n\n\nGPA.pc.set_configuration_confirmed(True)\n'
+        'GPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\n'
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
     ),
     # every rank perforates at once
     'perforate_race': (
@@ -91,7 +128,8 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     ),
     # builds a plain torch optimizer
     'plain_optimizer': (
-        'GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, {"params": model.parameters(), "lr": 0.1}, {})\n',
+        'GPA.pai_tracker.set_optimizer(torch.optim.SGD)\noptimizer, scheduler = GPA.pai_tracker.setup_optimizer(model, '
+        '{"params": model.parameters(), "lr": 0.1}, {})\n',
         'optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n',
     ),
     # turns the dendrite capacity test off after perforate_model took its settings (a runaway)
@@ -102,8 +140,12 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     ),
     # confirms the configuration after perforate_model
     'prompts_late': (
-        'GPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n',
-        'GPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\nGPA.pc.set_configuration_confirmed(True)\n',
+        'GPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\n'
+        'GPA.pc.set_weight_decay_accepted(True)\nmodel = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), '
+        'save_name=args.save))\n',
+        'GPA.pc.set_unwrapped_modules_confirmed(True)\nGPA.pc.set_weight_decay_accepted(True)\n'
+        'model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))\n'
+        'GPA.pc.set_configuration_confirmed(True)\n',
     ),
     # asks for confirmation (no prompt-free settings)
     'prompts_missing': (
@@ -113,7 +155,8 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     # checks restructured before training_complete
     'restructured_first': (
         '    if complete:\n',
-        '    if restructured:\n        if distributed:\n            dist.barrier()\n            dist.destroy_process_group()\n        sys.exit(0)\n    if complete:\n',
+        '    if restructured:\n        if distributed:\n            dist.barrier()\n'
+        '            dist.destroy_process_group()\n        sys.exit(0)\n    if complete:\n',
     ),
     # every rank adds the score at once
     'validation_race': (
@@ -123,7 +166,8 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     # only rank 0 adds the score, nothing broadcast
     'validation_rank0_only': (
         '    net, restructured, complete = in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))\n',
-        '    restructured = complete = False\n    if rank == 0:\n        net, restructured, complete = GPA.pai_tracker.add_validation_score(0.5, net)\n',
+        '    restructured = complete = False\n    if rank == 0:\n        net, restructured, complete = '
+        'GPA.pai_tracker.add_validation_score(0.5, net)\n',
     ),
     # add_validation_score on the DDP wrapper
     'validation_wrapped': (
@@ -137,8 +181,10 @@ MUTATIONS: dict[str, tuple[str, str]] = {
     ),
     # throws the DDP wrapper away right after building it
     'ddp_wrapper_discarded': (
-        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n',
-        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, broadcast_buffers=False)\n'
+        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, '
+        'broadcast_buffers=False)\n',
+        '        model = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True, '
+        'broadcast_buffers=False)\n'
         '        model = model.module\n',
     ),
     # always resumes from latest

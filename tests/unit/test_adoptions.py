@@ -87,7 +87,8 @@ def test_resolve_refuses_an_adopted_folder_that_is_gone_unless_fresh(tmp_path):
     spec = _spec(tmp_path, "--save-dir", "out/a")
     _remember(spec, "out/a")
 
-    with pytest.raises(StateError, match=r"adopted the folder out/a for this command .* not there: restore it .* --fresh"):
+    with pytest.raises(StateError, match=r"adopted the folder out/a for this command .* not there: restore it .* "
+                       r"--fresh"):
         resolve_adoption(spec)
     resolved, _ = resolve_adoption(dataclasses.replace(spec, fresh=True))
     assert resolved.save_name == "out/a"

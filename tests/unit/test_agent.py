@@ -77,7 +77,8 @@ def test_an_earlier_exit_still_comes_first_even_when_it_looks_collateral(tmp_pat
 
 
 def test_failures_at_the_same_moment_of_the_same_kind_go_by_rank(tmp_path):
-    exits = [exit_(3, 2, at=4.0), exit_(1, 9, at=4.0), exit_(2, -signal.SIGTERM, at=4.0), exit_(0, -signal.SIGKILL, at=4.0)]
+    exits = [exit_(3, 2, at=4.0), exit_(1, 9, at=4.0), exit_(2, -signal.SIGTERM, at=4.0),
+             exit_(0, -signal.SIGKILL, at=4.0)]
 
     assert ranks_and_codes(failures_from_exits(exits, str(tmp_path))) == [(1, 9), (3, 2), (0, -9), (2, -15)]
 
@@ -87,8 +88,10 @@ GLOO_PEER_CLOSED = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/
 
 
 @pytest.mark.parametrize("words", [GLOO_PEER_CLOSED, "RuntimeError: Connection reset by peer\n",
-                                   "torch.distributed.DistBackendError: NCCL error: remote process exited or there was a "
-                                   "network error, NCCL version 2.21.5\nncclRemoteError: A call failed possibly due to a "
+                                   "torch.distributed.DistBackendError: NCCL error: remote process exited or there was "
+                                   "a "
+                                   "network error, NCCL version 2.21.5\nncclRemoteError: A call failed possibly due to "
+                                   "a "
                                    "network error or a remote process exiting prematurely.\n"],
                          ids=["gloo-closed", "reset", "nccl-remote"])
 def test_a_rank_whose_log_says_a_peer_went_away_is_not_the_cause_even_when_its_exit_was_seen_first(tmp_path, words):
@@ -194,7 +197,8 @@ def test_torchs_failures_go_by_when_the_watch_saw_each_exit_not_by_torchs_whole_
     # Rank 1 was SIGKILLed; rank 0 failed in the collective 1.3 s later but raised first in torch's eyes.
     now = time.monotonic()
     seen = {1001: now - 1.3, 1000: now}
-    failed = {0: _torch_failure(1000, 1, timestamp=int(time.time()) - 5), 1: _torch_failure(1001, -signal.SIGKILL, int(time.time()))}
+    failed = {0: _torch_failure(1000, 1, timestamp=int(time.time()) - 5),
+              1: _torch_failure(1001, -signal.SIGKILL, int(time.time()))}
     failures = failures_from_torch(failed, SimpleNamespace(exit_time=seen.get), str(tmp_path))
 
     assert ranks_and_codes(failures) == [(1, -signal.SIGKILL), (0, 1)]

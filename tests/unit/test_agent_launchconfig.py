@@ -22,13 +22,15 @@ def _shared(config) -> tuple:
 
 def test_one_nodes_workers_meet_alone_on_a_port_the_launcher_picks(tmp_path):
     config = launchconfig.single_node(_request(tmp_path), "spawn")
-    assert (config.min_nodes, config.max_nodes, config.run_id, config.rdzv_endpoint) == (1, 1, "pai-run-3", "localhost:0")
+    assert (config.min_nodes, config.max_nodes, config.run_id,
+            config.rdzv_endpoint) == (1, 1, "pai-run-3", "localhost:0")
     assert _shared(config) == (2, "c10d", 0, 0.1, "spawn", 7)
 
 
 def test_a_multi_node_generation_meets_in_the_jobs_store_on_the_generations_own_id(tmp_path):
     config = launchconfig.multi_node(_request(tmp_path, NODES), 5, "forkserver")
-    assert (config.min_nodes, config.max_nodes, config.rdzv_endpoint, config.local_addr) == (2, 3, "node0:29500", "10.0.0.2")
+    assert (config.min_nodes, config.max_nodes, config.rdzv_endpoint,
+            config.local_addr) == (2, 3, "node0:29500", "10.0.0.2")
     assert config.run_id == "job-g5"
     # torch's c10d handler reads join_timeout (a "timeout" key is ignored: every join waited torch's 600 s)
     assert config.rdzv_configs["is_host"] is False and config.rdzv_configs["join_timeout"] == 60

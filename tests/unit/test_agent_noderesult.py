@@ -26,7 +26,8 @@ def _failed(rank: int, returncode: int, at: float, node: int = 0, collateral: bo
 def test_local_failures_are_named_with_this_node_and_none_is_collateral_before_a_stop():
     failures = (WorkerFailure(1, 3, 101, "boom", at=10.0), WorkerFailure(0, 1, 100, at=11.0))
     assert noderesult.local_failures(failures, node=2, host="h2", stopped_at=None) == (
-        WorkerFailure(1, 3, 101, "boom", node=2, host="h2", at=10.0), WorkerFailure(0, 1, 100, node=2, host="h2", at=11.0))
+        WorkerFailure(1, 3, 101, "boom", node=2, host="h2", at=10.0),
+        WorkerFailure(0, 1, 100, node=2, host="h2", at=11.0))
 
 
 def test_failures_once_this_node_stopped_its_workers_are_collateral_within_the_clocks_margin():
@@ -36,7 +37,8 @@ def test_failures_once_this_node_stopped_its_workers_are_collateral_within_the_c
 
 
 def test_a_launchers_stop_after_the_first_failure_is_collateral_but_never_the_first():
-    failures = (WorkerFailure(0, -15, 100, at=1.0), WorkerFailure(1, 137, 101, at=2.0), WorkerFailure(2, 5, 102, at=3.0))
+    failures = (WorkerFailure(0, -15, 100, at=1.0), WorkerFailure(1, 137, 101, at=2.0),
+                WorkerFailure(2, 5, 102, at=3.0))
     local = noderesult.local_failures(failures, node=0, host="h0", stopped_at=None)
     assert [f.collateral for f in local] == [False, True, False]
 

@@ -90,7 +90,8 @@ def test_the_environment_is_restored_when_torch_raises():
 
 def test_a_later_generation_never_sees_an_earlier_ones_variables():
     environ = {"HOME": "/home/u"}
-    with workerenv.applied(workerenv.changes(_request({"CUDA_VISIBLE_DEVICES": "0,1"}), 1, warm=True, signals="SIGTERM"),
+    with workerenv.applied(workerenv.changes(_request({"CUDA_VISIBLE_DEVICES": "0,1"}), 1, warm=True,
+                                             signals="SIGTERM"),
                            environ):
         pass
     with workerenv.applied(workerenv.changes(_request({GENERATION_ENV: "2"}), 2, warm=False, signals=None), environ):
@@ -106,7 +107,8 @@ def test_restoring_touches_only_the_variables_that_changed():
 
 
 def test_undo_names_what_was_added_removed_and_changed():
-    assert workerenv.undo({"A": "1", "B": "2", "C": "3"}, {"A": "1", "B": "9", "D": "4"}) == {"B": "2", "C": "3", "D": None}
+    assert workerenv.undo({"A": "1", "B": "2", "C": "3"}, {"A": "1", "B": "9",
+                                                           "D": "4"}) == {"B": "2", "C": "3", "D": None}
 
 
 def test_the_process_environment_is_the_default_and_comes_back(monkeypatch):

@@ -41,7 +41,8 @@ def test_the_nccl_class_is_the_backend_objects_own():
 
 
 @pytest.mark.parametrize("version, flag, builds", [
-    ("2.15.0+cu132", None, "ProcessGroupNCCL2"), ("2.15.0", "1", "ProcessGroupNCCL2"), ("2.15.1", "0", "ProcessGroupNCCL "),
+    ("2.15.0+cu132", None, "ProcessGroupNCCL2"), ("2.15.0", "1", "ProcessGroupNCCL2"),
+    ("2.15.1", "0", "ProcessGroupNCCL "),
     ("2.14.1", None, "ProcessGroupNCCL "), ("2.14.0", "1", "ProcessGroupNCCL2"), ("2.13.0", "1", "ProcessGroupNCCL"),
     ("2.4.1", None, "ProcessGroupNCCL"), ("3.0.0a0+git", None, "ProcessGroupNCCL2")])
 def test_what_nccl_means_on_each_torch(version, flag, builds):

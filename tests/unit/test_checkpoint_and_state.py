@@ -160,7 +160,8 @@ def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
     first = SaveFolderLock(tmp_path)
     first.acquire()
     holder = subprocess.run(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import "
+         "SaveFolderLock\n"
          "try:\n    SaveFolderLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)", str(tmp_path)],
         capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), timeout=30,
     )
@@ -173,7 +174,8 @@ def test_lock_excludes_a_second_holder_and_names_the_first(tmp_path):
 
 @pytest.mark.proc  # starts processes
 def test_lock_of_a_dead_process_is_taken_over(tmp_path):
-    script = "import sys, os; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock; SaveFolderLock(Path(sys.argv[1])).acquire(); os._exit(0)"
+    script = "import sys, os; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock; " \
+        "SaveFolderLock(Path(sys.argv[1])).acquire(); os._exit(0)"
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=30,
                    cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     lock = SaveFolderLock(tmp_path)

@@ -59,7 +59,8 @@ def test_a_bug_becomes_exit_70_with_one_line_saying_so(monkeypatch, tmp_path, ca
     err = capsys.readouterr().err
     assert "Traceback" in err and "KeyError: 'injected'" in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("pai-launch: error: internal error (KeyError: 'injected'): a bug in pai-launch, exit code 70")
+    assert last.startswith("pai-launch: error: internal error (KeyError: 'injected'): a bug in pai-launch, exit code "
+                           "70")
 
 
 def test_everything_after_script_belongs_to_the_script(launched):
@@ -85,10 +86,12 @@ def test_nproc_per_node_alias_and_every_option(launched, tmp_path):
 
 
 def test_fault_options(launched):
-    argv = ["--max-failures", "5", "--backoff", "0.5", "--backoff-max", "8", "--stall-timeout", "600", "--fresh", "train.py"]
+    argv = ["--max-failures", "5", "--backoff", "0.5", "--backoff-max", "8", "--stall-timeout", "600", "--fresh",
+            "train.py"]
     assert run(argv) == 0
     spec = launched["spec"]
-    assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (5, 0.5, 8.0, 600.0, True)
+    assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout,
+            spec.fresh) == (5, 0.5, 8.0, 600.0, True)
     assert spec.retries_requested
     assert policy_for(spec, {}).retry_repeats, "an explicit --max-failures retries a repeated crash up to it"
 
@@ -96,7 +99,8 @@ def test_fault_options(launched):
 def test_fault_option_defaults(launched):
     assert run(["train.py"]) == 0
     spec = launched["spec"]
-    assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout, spec.fresh) == (3, 1.0, 60.0, None, False)
+    assert (spec.max_failures, spec.backoff, spec.backoff_max, spec.stall_timeout,
+            spec.fresh) == (3, 1.0, 60.0, None, False)
     assert not spec.retries_requested and not policy_for(spec, {}).retry_repeats
 
 
@@ -147,9 +151,12 @@ def test_every_option_can_come_from_a_pai_launch_environment_variable(launched, 
         monkeypatch.setenv(key, value)
     assert run(["train.py"]) == 0
     spec = launched["spec"]
-    assert (spec.nproc, spec.save_name, spec.adopt_save_folder, spec.gpus, spec.grace) == (3, "OUT", False, ("0", "1", "2"), 7.0)
-    assert (spec.log_format, spec.log_dir, spec.poll, spec.reinit, spec.dry_run) == ("json", tmp_path / "logs", True, True, True)
-    assert (spec.max_failures, spec.retries_requested, spec.backoff, spec.backoff_max, spec.stall_timeout) == (5, True, 0.5, 9.0, 600.0)
+    assert (spec.nproc, spec.save_name, spec.adopt_save_folder, spec.gpus,
+            spec.grace) == (3, "OUT", False, ("0", "1", "2"), 7.0)
+    assert (spec.log_format, spec.log_dir, spec.poll, spec.reinit, spec.dry_run) == ("json", tmp_path / "logs", True,
+                                                                                     True, True)
+    assert (spec.max_failures, spec.retries_requested, spec.backoff, spec.backoff_max,
+            spec.stall_timeout) == (5, True, 0.5, 9.0, 600.0)
 
 
 def test_data_parallel_from_the_environment(launched, monkeypatch):
@@ -166,12 +173,14 @@ def test_the_command_line_wins_over_the_environment(launched, monkeypatch):
 
 
 def test_fresh_is_never_taken_from_the_environment(launched, monkeypatch):
-    monkeypatch.setenv("PAI_LAUNCH_FRESH", "1")  # a service restarted with it would move its save folder aside each time
+    monkeypatch.setenv("PAI_LAUNCH_FRESH", "1")  # a service restarted with it would move its save folder aside each
+    # time
     assert run(["train.py"]) == 0
     assert not launched["spec"].fresh
 
 
-@pytest.mark.parametrize("key, value, option", [("PAI_LAUNCH_NPROC", "zz", "--nproc"), ("PAI_LAUNCH_POLL", "maybe", "--poll"),
+@pytest.mark.parametrize("key, value, option", [("PAI_LAUNCH_NPROC", "zz", "--nproc"),
+                                                ("PAI_LAUNCH_POLL", "maybe", "--poll"),
                                                 ("PAI_LAUNCH_NPROC", "0", "less than 1")])
 def test_a_bad_environment_value_is_one_line_naming_it_and_exit_2(launched, monkeypatch, capsys, key, value, option):
     monkeypatch.setenv(key, value)

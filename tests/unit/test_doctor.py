@@ -494,7 +494,8 @@ def test_a_hand_written_in_process_rewrap_that_keeps_every_condition_is_clean(tm
 
 
 @pytest.mark.parametrize("change, expected", [
-    (('''        optimizer, scheduler = GPA.pai_tracker.setup_optimizer(net, {"params": net.parameters(), "lr": 0.1}, {})''',
+    (('''        optimizer, scheduler = GPA.pai_tracker.setup_optimizer(net, {"params": net.parameters(), '''
+      '''"lr": 0.1}, {})''',
       "        pass"), "rewrap-no-optimizer"),
     (("net, restructured, complete = in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))",
       "net, restructured, complete = GPA.pai_tracker.add_validation_score(0.5, net)"), "rewrap-scores-at-once"),
@@ -513,7 +514,8 @@ def test_a_hand_written_in_process_rewrap_missing_a_condition_is_an_error(tmp_pa
 
 def test_going_on_after_a_restructure_without_a_rewrap_is_still_told_to_exit(tmp_path):
     report = check_script(_rewrap_variant(tmp_path, (
-        "        model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, broadcast_buffers=False)\n",
+        "        model = nn.parallel.DistributedDataParallel(net, find_unused_parameters=True, "
+        "broadcast_buffers=False)\n",
         "")))
     assert "restructure-no-exit" in ids(report), render_text(report)
 

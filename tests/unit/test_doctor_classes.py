@@ -72,7 +72,8 @@ def test_the_ddp_wrapper_a_method_stored_in_self_reaches_the_score_in_another(tm
 
 def test_an_attribute_is_read_as_it_was_at_the_call(tmp_path):
     """The score runs before wrap() sets the wrapper: self.model is still the model there."""
-    script = variant(tmp_path, (SCORE_NET, SCORE_MODEL), ("        self.wrap()\n        while True:", "        while True:"),
+    script = variant(tmp_path, (SCORE_NET, SCORE_MODEL), ("        self.wrap()\n        while True:",
+                                                          "        while True:"),
                      (MAIN, "    trainer = Trainer(parse())\n    trainer.fit()\n    trainer.wrap()"))
     assert found(script) == []
 
@@ -89,7 +90,8 @@ def test_prompts_set_in_init_count_and_one_missing_there_is_an_error(tmp_path):
 
 
 def test_a_tracker_method_missing_from_perforatedai_through_self_tracker(tmp_path):
-    script = variant(tmp_path, ("self.tracker.set_optimizer(torch.optim.SGD)", "self.tracker.set_optimiser(torch.optim.SGD)"))
+    script = variant(tmp_path, ("self.tracker.set_optimizer(torch.optim.SGD)",
+                                "self.tracker.set_optimiser(torch.optim.SGD)"))
     assert found(script) == [("perforatedai-api-missing", "error", line_of(script, "set_optimiser("))]
 
 
@@ -159,7 +161,8 @@ def test_methods_calling_each_other_stay_bounded(tmp_path):
     methods = "".join(f"    def m{i}(self):\n" + "".join(f"        self.m{j}()\n" for j in range(16) if j != i)
                       + "\n" for i in range(16))
     methods += "    def ping(self):\n        return self.pong()\n\n    def pong(self):\n        return self.ping()\n\n"
-    script = variant(tmp_path, ("    def fit(self):", methods + "    def fit(self):\n        self.m0()\n        self.ping()"))
+    script = variant(tmp_path, ("    def fit(self):", methods + "    def fit(self):\n        self.m0()\n"
+                                "        self.ping()"))
     report = check_script(script, deadline=Deadline(30))
     assert report.findings == (), render_text(report)
     flow = walk(Project(script))

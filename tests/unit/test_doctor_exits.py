@@ -134,7 +134,8 @@ def disable_interactive_breakpoints():
 
 def test_a_project_helper_that_disables_the_exits_is_an_error_at_its_call(tmp_path):
     (tmp_path / "pai_helpers.py").write_text("import sys\n" + NOOP_HELPER)
-    script = variant(tmp_path, ("import torch\n", "import torch\nfrom pai_helpers import disable_interactive_breakpoints\n"),
+    script = variant(tmp_path, ("import torch\n", "import torch\n"
+                                "from pai_helpers import disable_interactive_breakpoints\n"),
                      ("GPA.pc.set_configuration_confirmed(True)\n",
                       "disable_interactive_breakpoints()\nGPA.pc.set_configuration_confirmed(True)\n"))
     report = check_script(script)
@@ -158,11 +159,13 @@ def test_a_project_helper_that_disables_the_exits_is_an_error_at_its_call(tmp_pa
     ("def _hard_exit(code=0):\n    os._exit(code)\n\n\nsys.exit = _hard_exit\n", None),  # still an exit
     ("builtins.breakpoint = lambda *a: None\n", None),
     ("sys.exit = make_exit()\n", None),  # unreadable: not reported
-], ids=["lambda", "setattr", "def", "conditional", "builtins-exit-unused", "single-process-only", "os-exit", "breakpoint-only",
+], ids=["lambda", "setattr", "def", "conditional", "builtins-exit-unused", "single-process-only", "os-exit",
+        "breakpoint-only",
         "unreadable"])
 def test_exits_replaced_inline(tmp_path, inline, expected):
     script = variant(tmp_path, ("import torch\n", "import builtins\n\nimport torch\n"),
-                     ("GPA.pc.set_configuration_confirmed(True)\n", inline + "GPA.pc.set_configuration_confirmed(True)\n"))
+                     ("GPA.pc.set_configuration_confirmed(True)\n", inline
+                      + "GPA.pc.set_configuration_confirmed(True)\n"))
     if expected is None:
         assert found(script) == set(), render_text(check_script(script))
         return

@@ -78,8 +78,10 @@ def test_a_retry_loops_break_under_if_restructured_does_not_leave_the_generation
 
 
 def test_a_break_out_of_the_training_loop_under_if_restructured_still_comes_before_complete(tmp_path):
-    script = variant(tmp_path, (END, IN_PROCESS.replace("            net = UPA.load_system(net, args.save, \"latest\", True)\n",
-                                                        "            net = UPA.load_system(net, args.save, \"latest\", True)\n"
+    script = variant(tmp_path, (END, IN_PROCESS.replace("            net = UPA.load_system(net, args.save, \"latest\", "
+                                                        "True)\n",
+                                                        "            net = UPA.load_system(net, args.save, \"latest\", "
+                                                        "True)\n"
                                                         "            break\n")))
     assert ("restructured-before-complete", "error", line_of(script, "        if restructured:")) in found(script), \
         render_text(check_script(script))

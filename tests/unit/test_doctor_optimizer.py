@@ -150,14 +150,16 @@ def test_a_1x_project_with_a_plain_optimizer_is_not_read_either(tmp_path):
 
 def test_a_tracker_class_perforatedai_does_not_have_asks_for_no_tracker_optimizer(tmp_path):
     script, findings = found(tmp_path, INVENTED)
-    assert findings == [("init-settings-not-saved", "error", None),  # and the invented class is no name perforatedai has
+    assert findings == [("init-settings-not-saved", "error", None),  # and the invented class is no name perforatedai
+    # has
                         ("perforatedai-api-missing", "error", line_of(script, "PA.PerforatedBackPropagationTracker("))]
 
 
 def test_the_fallback_optimizer_that_runs_is_named_not_the_baseline_branchs(tmp_path):
     script, findings = found(tmp_path, FALLBACK)
     assert findings == [("validation-score-missing", "error", None),  # it never scores either
-                        ("perforatedai-api-missing", "warning", line_of(script, "setOptimizer(")),  # 1.x names, in a try
+                        ("perforatedai-api-missing", "warning", line_of(script, "setOptimizer(")),  # 1.x names, in a
+                        # try
                         ("optimizer-not-from-tracker", "error", line_of(script, "optimizer = torch.optim.AdamW(", 2))
                         ], render_text(check_script(script))
 

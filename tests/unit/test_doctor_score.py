@@ -35,7 +35,8 @@ def test_a_perforation_under_a_condition_doctor_cannot_read_makes_it_a_warning(t
     "model, restructured, complete = GPA.pai_tracker.add_validation_score(0.5, model)\n",
     "tracker = GPA.pai_tracker\ntracker.add_validation_score(0.5, model)\n",
     # in a nested function nothing calls: doctor cannot say it never runs
-    "def evaluate():\n    def inner():\n        return GPA.pai_tracker.add_validation_score(0.5, model)\n    return inner\n",
+    "def evaluate():\n    def inner():\n        return GPA.pai_tracker.add_validation_score(0.5, model)\n"
+    "    return inner\n",
     "from pai_launch.training import add_validation_score\nadd_validation_score(run, 0.5, model)\n",
 ])
 def test_any_call_that_may_score_is_enough(tmp_path, scoring):

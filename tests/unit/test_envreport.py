@@ -133,7 +133,8 @@ def test_a_failed_probe_leaves_torch_unknown_and_says_why():
 def test_a_torch_that_cannot_be_imported_is_named_with_its_error():
     missing = facts(torch=None, torch_error="ModuleNotFoundError: No module named 'torch'",
                     packages={"torch": None, "torchvision": None, "perforatedai": None})
-    assert lines_of(render.render_text(missing))["torch"] == "not importable: ModuleNotFoundError: No module named 'torch'"
+    assert lines_of(render.render_text(missing))["torch"] == \
+        "not importable: ModuleNotFoundError: No module named 'torch'"
     broken = facts(torch=None, torch_error="OSError: libcudart.so.12: cannot open shared object file",
                    packages={"torch": "2.5.1", "torchvision": None, "perforatedai": None})
     assert lines_of(render.render_text(broken))["torch"].startswith("2.5.1 installed, not importable: OSError")
@@ -351,7 +352,8 @@ def test_only_the_variables_that_change_a_run_are_shown_sorted():
 
 
 # --- control groups -------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, cores", [("200000 100000", 2.0), ("50000 100000", 0.5), ("max 100000", None), ("", None)])
+@pytest.mark.parametrize("text, cores", [("200000 100000", 2.0), ("50000 100000", 0.5), ("max 100000", None),
+                                         ("", None)])
 def test_cgroup_v2_cpu_max(text, cores):
     assert cgroups.cpu_max(text) == cores
 
@@ -406,4 +408,5 @@ def test_on_torch_2_15_the_report_says_nccl_is_nccl2_and_how_to_roll_back():
     assert lines_of(render.render_text(facts))["nccl means"].startswith("ProcessGroupNCCL2 (this torch's default; "
                                                                          "TORCH_DIST_USE_NCCL2=0")
     rolled_back = {**facts, "torch": {**facts["torch"], "use_nccl2": "0"}}
-    assert lines_of(render.render_text(rolled_back))["nccl means"].startswith("ProcessGroupNCCL (TORCH_DIST_USE_NCCL2=0")
+    assert lines_of(render.render_text(rolled_back))["nccl means"].startswith("ProcessGroupNCCL "
+                                                                              "(TORCH_DIST_USE_NCCL2=0")

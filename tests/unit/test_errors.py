@@ -80,7 +80,8 @@ def test_the_command_lines_boundaries_catch_launch_error_itself_never_a_list_of_
                          if isinstance(n, (ast.Name, ast.Attribute))}
                 caught.setdefault(path.name, set()).update(names)
     # envfacts does not end on one: `pai-launch env` reports the error a launch here would end on.
-    assert {file for file, names in caught.items() if "LaunchError" in names} == {"launch.py", "startup.py", "envfacts.py"}
+    assert {file for file, names in caught.items() if "LaunchError" in names} == {"launch.py", "startup.py",
+                                                                                  "envfacts.py"}
     assert not {file: names & kinds for file, names in caught.items() if names & kinds}
 
 

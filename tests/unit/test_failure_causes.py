@@ -25,7 +25,7 @@ Traceback (most recent call last):
   File "/venv/lib/python3.11/site-packages/torch/nn/parallel/distributed.py", line 2114, in _distributed_broadcast_coalesced
     dist._broadcast_coalesced(
 RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Received data size doesn't match expected size. Expected: 4096, received: 4224
-"""
+"""  # noqa: E501
 
 FAULTHANDLER_ABORT = """\
 terminate called after throwing an instance of 'gloo::EnforceNotMet'
@@ -49,7 +49,7 @@ Current thread 0x00007f3b8c1f4740 (most recent call first):
   File "/home/u/train.py", line 141 in <module>
 
 Extension modules: numpy.core._multiarray_umath, numpy.core._multiarray_tests, numpy.linalg._umath_linalg, torch._C, torch._C._fft, torch._C._linalg (total: 22)
-"""
+"""  # noqa: E501
 
 SEGFAULT = """\
 Fatal Python error: Segmentation fault
@@ -104,7 +104,7 @@ Traceback (most recent call last):
   File "/venv/lib/python3.11/site-packages/torch/distributed/rendezvous.py", line 231, in _get_env_or_raise
     raise _env_error(env_var)
 ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set
-"""
+"""  # noqa: E501
 
 CHAINED = """\
 Traceback (most recent call last):
@@ -123,7 +123,8 @@ RuntimeError: no checkpoint to resume from
 
 
 def test_a_python_traceback_is_explained_by_its_exception_line():
-    assert explaining_line(GLOO_BUFFERS).startswith("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] "
+    assert explaining_line(GLOO_BUFFERS).startswith("RuntimeError: "
+                                                    "[../third_party/gloo/gloo/transport/tcp/pair.cc:525] "
                                                     "Received data size doesn't match")
     assert explaining_line(PERFORATE_RACE) == "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"
     assert explaining_line(VALIDATION_RACE) == "KeyError: 'model'"

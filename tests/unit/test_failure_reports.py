@@ -47,9 +47,11 @@ def test_run_finished_names_the_cause_that_ended_the_run():
 def test_an_init_run_without_rank_is_named():
     state = replay([InitExited(1, log_tail=RANK_UNSET)])
     assert state.exit_code == exitcodes.INIT_FAILED
-    assert state.reason.startswith("init run failed with exit code 1: init_process_group ran where torchrun set no RANK")
+    assert state.reason.startswith("init run failed with exit code 1: init_process_group ran where torchrun set no "
+                                   "RANK")
     assert "pai-launch doctor check init-process-group-unguarded" in state.reason
-    assert replay([InitExited(2, log_tail="error: unrecognized arguments")]).reason == "init run failed with exit code 2"
+    assert replay([InitExited(2, log_tail="error: unrecognized arguments")]).reason == \
+        "init run failed with exit code 2"
 
 
 def _ev(name, **fields):
@@ -68,7 +70,8 @@ def test_status_shows_the_explaining_line_and_the_cause():
 
 
 def test_status_shows_what_explains_an_init_failure():
-    story = history([_ev("run_started", pid=1), _ev("init_started"), _ev("init_exited", exit="exit code 1", duration_s=1.0),
+    story = history([_ev("run_started", pid=1), _ev("init_started"), _ev("init_exited", exit="exit code 1",
+                                                                         duration_s=1.0),
                      _ev("init_output_tail", tail=RANK_UNSET)])
     kinds = [p.kind for p in story.problems]
     assert kinds == ["init_failed", "init_output_tail"]
@@ -85,6 +88,7 @@ def test_a_complete_generation_is_logged_as_ended_whatever_followed_the_marker()
     name, fields = generation_end(late, state, 1.0)
     assert (name, fields["complete"]) == ("generation_ended", True)
     assert fields["exit"] == "training complete, then 1 node(s) of the rendezvous never reported in"
-    name, fields = generation_end(GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),), complete=True), state, 1.0)
+    name, fields = generation_end(GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),), complete=True), state,
+                                  1.0)
     assert (name, fields["exit"]) == ("generation_ended", "training complete, then rank 1: signal SIGABRT")
     assert generation_end(GenerationEnded((Failure.worker(1, -6),)), state, 1.0)[0] == "generation_failed"

@@ -1,4 +1,5 @@
-"""The fault table of the manual's Faults tested page is what `python -m scripts.chaos --markdown` prints, and every test it names exists."""
+"""The fault table of the manual's Faults tested page is what `python -m scripts.chaos --markdown` prints, and every
+test it names exists."""
 
 from __future__ import annotations
 

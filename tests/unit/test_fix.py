@@ -114,7 +114,8 @@ HEAD = ("import argparse\nimport os\n\nimport torch.distributed as dist\nimport 
 
 def test_a_script_without_a_parser_is_unfixable_with_the_reason(tmp_path):
     script = _script(tmp_path, GOOD.replace(FLAGS, "").replace("parser.parse_args()", "parser.parse_known_args()[0]")
-                     .replace("parser = argparse.ArgumentParser()\n", "parser = argparse.ArgumentParser()\nother = argparse.ArgumentParser()\n")
+                     .replace("parser = argparse.ArgumentParser()\n", "parser = argparse.ArgumentParser()\n"
+                              "other = argparse.ArgumentParser()\n")
                      .replace(SAVE, SAVE + "other.parse_args([])\n"))
     outcome, changed = fix_in_copy(script)
     assert changed == {}
@@ -150,7 +151,8 @@ def test_the_globals_import_is_added_when_the_script_has_no_name_for_it(tmp_path
     script = _script(tmp_path, text)
     outcome, changed = fix_in_copy(script)
     fixed = changed[script.resolve()]
-    assert "from perforatedai import utils_perforatedai as UPA\nfrom perforatedai import globals_perforatedai as GPA\n" \
+    assert "from perforatedai import utils_perforatedai as UPA\nfrom perforatedai import globals_perforatedai as " \
+        "GPA\n" \
            in fixed
     assert "\n\nGPA.pc.set_configuration_confirmed(True)\nGPA.pc.set_unwrapped_modules_confirmed(True)\n" \
            "# perforate, one rank at a time\n" + PERFORATE in fixed
@@ -158,7 +160,8 @@ def test_the_globals_import_is_added_when_the_script_has_no_name_for_it(tmp_path
 
 
 def test_the_capacity_test_in_another_block_is_unfixable(tmp_path):
-    script = _script(tmp_path, GOOD.replace(PERFORATE, PERFORATE + "if True:\n    GPA.pc.set_testing_dendrite_capacity(False)\n"))
+    script = _script(tmp_path, GOOD.replace(PERFORATE, PERFORATE + "if True:\n"
+                                            "    GPA.pc.set_testing_dendrite_capacity(False)\n"))
     outcome, changed = fix_in_copy(script)
     assert changed == {}
     (left,) = outcome.report.findings
@@ -193,7 +196,8 @@ def test_a_script_with_no_parser_at_all_is_unfixable_with_the_reason(tmp_path):
 
 
 def test_a_setting_moved_past_what_it_reads_is_never_guessed(tmp_path):
-    script = _script(tmp_path, GOOD.replace(PERFORATE, PERFORATE + "off = False\nGPA.pc.set_testing_dendrite_capacity(off)\n"))
+    script = _script(tmp_path, GOOD.replace(PERFORATE, PERFORATE + "off = False\n"
+                                            "GPA.pc.set_testing_dendrite_capacity(off)\n"))
     outcome, changed = fix_in_copy(script)
     assert changed == {}
     (left,) = outcome.report.findings

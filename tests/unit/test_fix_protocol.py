@@ -20,11 +20,14 @@ pytestmark = pytest.mark.timeout(60)
 
 TURN_DEF = BASE.read_text().split("\n\ndef in_turn(fn):\n")[1].split("\n\n\n")[0]
 PT_SETUP = ('distributed = not init_run and "WORLD_SIZE" in os.environ\nif distributed:\n    dist.init_process_group('
-            '"gloo")\nrank = dist.get_rank() if distributed else 0\nworld = dist.get_world_size() if distributed else 1\n')
+            '"gloo")\nrank = dist.get_rank() if distributed else 0\nworld = dist.get_world_size() if distributed else '
+            '1\n')
 RESUME = ('if args.pai_load_folder:\n    newest = max(glob.glob(os.path.join(args.pai_load_folder, "switch_*.pt")), '
-          'key=os.path.getmtime)\n    model = UPA.load_system(model, args.pai_load_folder, os.path.basename(newest)[:-3]'
+          'key=os.path.getmtime)\n    model = UPA.load_system(model, args.pai_load_folder, '
+          'os.path.basename(newest)[:-3]'
           ', True)\n')
-MARKER = ('    if complete:\n        if rank == 0:\n            with open(os.path.join(args.save, ".training_complete"), '
+MARKER = ('    if complete:\n        if rank == 0:\n            with open(os.path.join(args.save, '
+          '".training_complete"), '
           '"w") as marker:\n                marker.write("complete\\n")\n')
 INIT_BLOCK = '        if init_run:\n            GPA.pai_tracker.save_tracker_settings()\n            sys.exit(0)\n'
 
@@ -47,7 +50,8 @@ EXTRA: dict[str, list[tuple[str, str]]] = {
                  "UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)"),
                 (RESUME, ""), (MARKER, "")],
     # reads its rank from the process group in the init run too
-    "rank_unguarded": [("            sys.exit(0)\n", '            print("rank", dist.get_rank())\n            sys.exit(0)\n')],
+    "rank_unguarded": [("            sys.exit(0)\n", '            print("rank", dist.get_rank())\n'
+                        '            sys.exit(0)\n')],
     # pai_launch.training's Run, and an init run that exits without saving the settings
     "helpers_no_save": [("import torch\n", "import torch\n\nfrom pai_launch import training as pt\n"),
                         (PT_SETUP, ('run = pt.start(init_run, "gloo")\n'
@@ -57,7 +61,8 @@ EXTRA: dict[str, list[tuple[str, str]]] = {
     "legacy_race": [("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))",
                      "model = UPA.initialize_pai(nn.Linear(8, 2), save_name=args.save)")],
     # a comment beside each place the fixes edit
-    "commented": [("model = in_turn(", "# the model\nmodel = in_turn("), ("    if complete or", "    # the end\n    if complete or")],
+    "commented": [("model = in_turn(", "# the model\nmodel = in_turn("), ("    if complete or", "    # the end\n"
+                                                                          "    if complete or")],
 }
 
 #: (variant, the finding the fixer answers, a text the fixed script holds)
@@ -68,7 +73,8 @@ CASES = [
     ("validation_race", "validation-score-race", "= in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))"),
     ("validation_rank0_only", "validation-score-rank0-only",
      "    net, restructured, complete = in_turn(lambda: GPA.pai_tracker.add_validation_score(0.5, net))\n    if"),
-    ("init_barrier", "init-barrier-unguarded", "            if dist.is_initialized():\n                dist.barrier()\n"),
+    ("init_barrier", "init-barrier-unguarded", "            if dist.is_initialized():\n"
+     "                dist.barrier()\n"),
     ("init_process_group", "init-process-group-unguarded",
      'if not args.perforate_model_parallel:\n    dist.init_process_group("gloo")\n'),
     ("init_no_save", "init-settings-not-saved", INIT_BLOCK),
@@ -144,7 +150,8 @@ def test_the_fixer_ends_the_finding_and_a_second_pass_changes_nothing(tmp_path, 
     again = fixed
     for f in (f for f in after.findings if f.id in FIXERS):
         again = FIXERS[f.id](cst.parse_module(again), FixContext(path, f, after)).code
-    moved = finding if finding.line is None else dataclasses.replace(finding, line=_moved(before_text, fixed, finding.line))
+    moved = finding if finding.line is None else dataclasses.replace(finding,
+                                                                     line=_moved(before_text, fixed, finding.line))
     assert FIXERS[finding_id](cst.parse_module(fixed), FixContext(path, moved, report)).code == fixed
     assert again == fixed or {f.id for f in after.findings} & set(FIXERS) - {finding_id}
 
@@ -159,9 +166,11 @@ def _moved(before: str, after: str, line: int) -> int:
 
 def test_fixes_keep_the_comments_elsewhere(tmp_path):
     path = write_variant("commented", tmp_path)
-    text = path.read_text().replace("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), save_name=args.save))",
+    text = path.read_text().replace("model = in_turn(lambda: UPA.perforate_model(nn.Linear(8, 2), "
+                                    "save_name=args.save))",
                                     "model = UPA.perforate_model(nn.Linear(8, 2), save_name=args.save)")
-    text = text.replace("        if distributed:\n            dist.barrier()\n            dist.destroy_process_group()\n", "")
+    text = text.replace("        if distributed:\n            dist.barrier()\n"
+                        "            dist.destroy_process_group()\n", "")
     path.write_text(text)
     for finding_id in ("perforate-model-race", "generation-end-barrier"):
         path.write_text(fix(path, finding_id))

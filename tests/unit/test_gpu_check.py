@@ -53,7 +53,8 @@ def _runs(agent_mib=None, in_process_after=(100, 100), nccl_class="ProcessGroupN
     if agent_mib is not None:
         runs["warm"].gpu_mib["agent"] = agent_mib
     after = list(in_process_after) * (gpu_check.DENDRITES // 2)
-    runs["in-process"].events += [{"event": "restructured_in_process", "memory_before": 2**20 * a, "memory_after": 2**20 * a}
+    runs["in-process"].events += [{"event": "restructured_in_process", "memory_before": 2**20 * a,
+                                   "memory_after": 2**20 * a}
                                   for a in after]
     return runs
 

@@ -40,7 +40,8 @@ def test_a_failed_rank_is_retried_from_the_last_switch_file_and_counted_once(tmp
 
     assert played.exit_code == 0, played.names()
     failed = played.all("generation_failed")
-    assert [(event["generation"], event["rank"], event["log_line"]) for event in failed] == [(2, 1, "ValueError: rank 1 broke")]
+    assert [(event["generation"], event["rank"], event["log_line"])
+            for event in failed] == [(2, 1, "ValueError: rank 1 broke")]
     assert [event["failures"] for event in played.all("retry_scheduled")] == [1]
     assert played.processes.load_folders() == [None, "PAI", "PAI", "PAI"]
     assert played.processes.agents == 1  # a worker's failure leaves the agent running: the retry reuses it
@@ -60,7 +61,8 @@ def test_an_agent_that_dies_without_a_result_is_replaced_and_the_generation_retr
     played = play(tmp_path, [switch(2), Gen(agent_dies=1), switch(4), complete()])
 
     assert played.exit_code == 0, played.names()
-    assert played.event("generation_failed")["error"] == "agent process ended with exit code 1 before reporting a result"
+    assert played.event("generation_failed")["error"] == \
+        "agent process ended with exit code 1 before reporting a result"
     assert played.processes.agents == 2
     assert played.processes.load_folders() == [None, "PAI", "PAI", "PAI"]
 
@@ -119,9 +121,11 @@ def test_rewriting_the_same_switch_file_counts_as_progress_and_its_dendrites_as_
     assert [g.outcome for g in shown.generations] == ["restructured", "dendrites rejected", "complete"]
 
 
-def test_an_identical_failure_before_training_beside_a_peer_that_finished_is_retried_once_then_exits_with_its_code(tmp_path):
+def test_an_identical_failure_before_training_beside_a_peer_that_finished_is_retried_once_then_exits_with_its_code(
+        tmp_path):
     # Rank 1 fails before writing anything, the same way twice; rank 0 exits 0 without a switch file.
-    played = play(tmp_path, [Gen(failures=((1, 7, "rank 1 failing on purpose with 7"),))] * 3, backoff=0.2, backoff_max=0.2)
+    played = play(tmp_path, [Gen(failures=((1, 7, "rank 1 failing on purpose with 7"),))] * 3, backoff=0.2,
+                  backoff_max=0.2)
 
     assert played.exit_code == 7, played.names()
     failed = played.all("generation_failed")

@@ -21,7 +21,8 @@ def status_text(save: Path) -> str:
 
 
 def test_one_failure_of_the_only_rank_before_training_keeps_the_switch_file_and_counts_once(tmp_path):
-    played = play(tmp_path, [switch(2), Gen(failures=((0, 3, "rank 0 failing on purpose with 3"),)), switch(4), complete()],
+    played = play(tmp_path, [switch(2), Gen(failures=((0, 3, "rank 0 failing on purpose with 3"),)), switch(4),
+                             complete()],
                   nproc=1)
 
     assert played.exit_code == 0, played.names()
@@ -109,7 +110,8 @@ def test_in_process_mode_with_a_script_that_exits_at_restructures_says_so_once(t
 
 
 def test_status_lists_a_failed_and_retried_generation_with_its_rank_and_exit(tmp_path):
-    played = play(tmp_path, [switch(2), Gen(failures=((1, 3, "rank 1 failing on purpose with 3"),)), switch(4), complete()])
+    played = play(tmp_path, [switch(2), Gen(failures=((1, 3, "rank 1 failing on purpose with 3"),)), switch(4),
+                             complete()])
     assert played.exit_code == 0, played.names()
 
     status = gather.gather(tmp_path / "PAI")

@@ -55,7 +55,8 @@ def torch_zip() -> bytes:
     return buffer.getvalue()
 
 
-def test_a_torn_switch_file_left_by_a_generation_is_quarantined_before_the_next_start_and_the_one_before_loaded(tmp_path):
+def test_a_torn_switch_file_left_by_a_generation_is_quarantined_before_the_next_start_and_the_one_before_loaded(
+        tmp_path):
     played = play(tmp_path, [switch(2), Gen(writes=(("switch_4.pt", torn()),)), switch(4), complete()])
 
     assert played.exit_code == 0, played.names()

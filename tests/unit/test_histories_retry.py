@@ -27,14 +27,16 @@ def test_a_generation_failing_every_time_exits_4_after_max_failures_with_doublin
     failed = played.all("generation_failed")
     assert [(f["generation"], f["rank"], f["exit"], f["reached_training"]) for f in failed] == [
         (1, 0, "exit code 6", True), (2, 0, "exit code 6", True), (3, 0, "exit code 6", True)]
-    assert [(r["delay_s"], r["failures"], r["max_failures"]) for r in played.all("retry_scheduled")] == [(0.1, 1, 3), (0.2, 2, 3)]
+    assert [(r["delay_s"], r["failures"], r["max_failures"])
+            for r in played.all("retry_scheduled")] == [(0.1, 1, 3), (0.2, 2, 3)]
     first, second = played.retry_gaps()
     assert first >= 0.1 - 0.02 and second >= 0.2 - 0.02, (first, second)
     tails = played.all("worker_log_tail")
     assert len(tails) == 3 and all(t["rank"] == 0 and "rank 0 failing on purpose with 6" in t["tail"] for t in tails)
     finished = played.event("run_finished")
     assert finished["generations"] == 3
-    assert "3 consecutive" in finished["reason"] and "rank 0" in finished["reason"] and "exit code 6" in finished["reason"]
+    assert "3 consecutive" in finished["reason"] and "rank 0" in finished["reason"] \
+        and "exit code 6" in finished["reason"]
     assert played.processes.load_folders() == [None, None, None]
     state = played.state()
     assert (state["generation"], state["failures"], state["last_exit"]["code"]) == (3, 3, 4)
@@ -102,7 +104,8 @@ def test_a_failed_generation_that_still_wrote_a_switch_file_counts_as_progress(t
 
     assert played.exit_code == 0, played.names()
     failed = played.all("generation_failed")
-    assert [(f["generation"], f["rank"], f["switch_files"]) for f in failed] == [(1, 1, ["switch_2.pt"]), (2, 1, ["switch_4.pt"])]
+    assert [(f["generation"], f["rank"], f["switch_files"]) for f in failed] == [(1, 1, ["switch_2.pt"]),
+                                                                                 (2, 1, ["switch_4.pt"])]
     assert [r["failures"] for r in played.all("retry_scheduled")] == [1, 1]
     assert played.processes.load_folders() == [None, "PAI", "PAI"]
     assert played.state()["last_switch"] == "switch_4.pt"

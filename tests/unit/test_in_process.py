@@ -66,7 +66,8 @@ def test_values_differ_only_beyond_the_tolerance():
     names = ["w (sum)", "w (sum of squares)"]
     assert in_process.value_difference(names, [1.0, 2.0], [1.0, 2.0]) is None
     assert in_process.value_difference(names, [1.0, 2.0 + 1e-13], [1.0, 2.0]) is None
-    assert in_process.value_difference(names, [1.0, 2.5], [1.0, 2.0]) == "w (sum of squares) sums to 2.5, rank 0's to 2.0"
+    assert in_process.value_difference(names, [1.0, 2.5],
+                                       [1.0, 2.0]) == "w (sum of squares) sums to 2.5, rank 0's to 2.0"
 
 
 def _record(**fields):
@@ -108,7 +109,8 @@ def test_status_counts_restructures_inside_a_generation():
 
 
 def test_the_event_declares_what_the_supervisor_logs():
-    assert {"generation", "switch", "file", "resumed_s", "rewrap_s", "dendrites"} <= log_events.RESTRUCTURED_IN_PROCESS.fields
+    assert {"generation", "switch", "file", "resumed_s", "rewrap_s",
+            "dendrites"} <= log_events.RESTRUCTURED_IN_PROCESS.fields
 
 
 class _Recorder:

@@ -135,7 +135,8 @@ def test_a_secret_file_that_cannot_be_written_is_one_line_naming_the_path(tmp_pa
     ("node0", ["fd00::1"], "::"),
     ("unresolvable", [], "0.0.0.0"),
 ])
-def test_the_store_listens_on_the_endpoints_address_and_on_every_interface_only_for_a_host_name(host, resolved, expected):
+def test_the_store_listens_on_the_endpoints_address_and_on_every_interface_only_for_a_host_name(host, resolved,
+                                                                                                expected):
     assert listen.listen_address(host, resolved) == expected
 
 

@@ -60,7 +60,8 @@ pytestmark = pytest.mark.timeout(60)
 #: How much longer than --grace Kubernetes must wait before SIGKILL: node 0 keeps its store up to 10 s after the
 #: workers stopped, and pai-launch sweeps what is left in 2 s (docs: operators/multi-node.md, operators/service.md).
 GRACE_MARGIN_S = 15
-#: pai-launch's exit codes that no new start can fix (docs: users/exit-codes.md), the only ones that may end a Job at once.
+#: pai-launch's exit codes that no new start can fix (docs: users/exit-codes.md), the only ones that may end a Job at
+#: once.
 PERMANENT_EXITS = set(exitcodes.RESTART_CANNOT_HELP)
 #: kubeflow.org/v1's PyTorchJob fields, from the training operator's API types (release 1.9).
 PYTORCHJOB_SPEC_FIELDS = {"runPolicy", "elasticPolicy", "pytorchReplicaSpecs", "nprocPerNode"}
@@ -101,7 +102,8 @@ def offline(monkeypatch):
 
 
 def core_objects() -> list[tuple[str, dict]]:
-    return [(f"{path.name}: {obj['kind']} {obj['metadata']['name']}", obj) for path in (STORAGE, JOB) for obj in load(path)]
+    return [(f"{path.name}: {obj['kind']} {obj['metadata']['name']}", obj) for path in (STORAGE, JOB)
+            for obj in load(path)]
 
 
 def pod_template(template: dict) -> dict:
@@ -329,7 +331,8 @@ def test_the_node_rank_comes_from_the_completion_index_and_the_operators_variabl
         node_rank = [arg for arg in pod.raw_args if arg.startswith("--node-rank=")]
         assert node_rank == ["--node-rank=$(JOB_COMPLETION_INDEX)"]
         index = next(var for var in pod.container["env"] if var["name"] == "JOB_COMPLETION_INDEX")
-        assert index["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        assert index["valueFrom"]["fieldRef"]["fieldPath"] == \
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     for pod in pytorchjob_pods():
         raw = parse_args(pod.raw_args)[0]
         assert raw["--nnodes"] == "$(PET_NNODES)" and raw["--node-rank"] == "$(PET_NODE_RANK)"
@@ -349,7 +352,8 @@ def test_the_endpoint_is_node_0s_pod_through_the_headless_service():
         host, _, port = pod.options["--rdzv-endpoint"].rpartition(":")
         assert host == f"{node0.name}.{subdomain}", pod.args
         rdzv = [p for p in service["spec"]["ports"] if p["port"] == int(port)]
-        assert rdzv and rdzv[0]["targetPort"] in {p["name"] for p in pod.container["ports"] if p["containerPort"] == int(port)}
+        assert rdzv and rdzv[0]["targetPort"] in {p["name"] for p in pod.container["ports"] if p["containerPort"]
+                                                  == int(port)}
 
 
 def test_the_pytorchjobs_endpoint_is_the_masters_service_and_port():

@@ -2,7 +2,8 @@
 
 Every import in every module is read with ast (the ones inside functions too: a lazy import still runs in that
 process); imports under `if TYPE_CHECKING:` are for annotations only and are not counted. The rules are those each
-subpackage's `__init__` docstring states, and the "How it is built" table of the manual (docs/contributors/architecture.md) shows.
+subpackage's `__init__` docstring states, and the "How it is built" table of the manual
+(docs/contributors/architecture.md) shows.
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             assert node.level == 0, f"{path}:{node.lineno}: a relative import; the house imports by absolute name"
             # `from pai_launch import entry` and `from pai_launch.store import client` name modules: count each.
-            if node.module in ("pai_launch",) or (node.module or "").count(".") == 1 and node.module.startswith("pai_launch."):
+            if node.module in ("pai_launch",) \
+                    or (node.module or "").count(".") == 1 and node.module.startswith("pai_launch."):
                 found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
             else:
                 found.append((node.lineno, node.module or ""))

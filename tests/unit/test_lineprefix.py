@@ -46,7 +46,8 @@ def test_an_accepted_template_renders_as_torchs_safe_substitute(template):
     """What torch would print for it, on every template pai-launch lets through."""
     values = dict(role_name="default", rank=3, local_rank=1, hostname="h")
     if lineprefix.problem(template) is None:
-        assert lineprefix.render(template, rank=3, local_rank=1, hostname="h") == Template(template).safe_substitute(values)
+        assert lineprefix.render(template, rank=3, local_rank=1,
+                                 hostname="h") == Template(template).safe_substitute(values)
 
 
 # --- the heads the agent's relay writes -----------------------------------------------------------------------------

@@ -143,8 +143,10 @@ def test_a_socket_that_never_listens_on_the_lock_name_does_not_block_the_folder(
             assert lock.squatted is not None and lock.squatted["holder"] == "a socket that does not listen"
             # The flock still keeps a second pai-launch out, and names the real holder.
             second = subprocess.run(
-                [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import SaveFolderLock\n"
-                 "try:\n    SaveFolderLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)", str(save)],
+                [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import "
+                 "SaveFolderLock\n"
+                 "try:\n    SaveFolderLock(Path(sys.argv[1])).acquire()\nexcept Exception as e:\n    print(e)",
+                 str(save)],
                 capture_output=True, text=True, timeout=30)
             assert f"another pai-launch (PID {os.getpid()})" in second.stdout, second
         finally:

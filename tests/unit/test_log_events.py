@@ -42,8 +42,10 @@ def test_writers_name_every_event_through_the_vocabulary():
             for line, first in _log_calls(ast.parse(path.read_text())):
                 if isinstance(first, ast.Constant) and isinstance(first.value, str) and SNAKE.match(first.value):
                     literal.append(f"{path.relative_to(PACKAGE)}:{line}: {first.value!r}")
-                if isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name) and first.value.id == "log_events":
-                    assert hasattr(log_events, first.attr), f"{path.relative_to(PACKAGE)}:{line}: log_events.{first.attr}"
+                if isinstance(first, ast.Attribute) and isinstance(first.value,
+                                                                   ast.Name) and first.value.id == "log_events":
+                    assert hasattr(log_events,
+                                   first.attr), f"{path.relative_to(PACKAGE)}:{line}: log_events.{first.attr}"
     assert literal == [], "write these through pai_launch.wire.log_events"
 
 

@@ -41,7 +41,8 @@ def test_a_multi_line_field_is_printed_below_the_event_line_one_indented_line_pe
 def test_single_line_fields_stay_on_the_event_line_before_the_blocks():
     log, stream = console()
 
-    log.error("worker_log_tail", rank=1, node=0, tail="Traceback (most recent call last):\n  File \"train.py\"\nKeyError: 'x'")
+    log.error("worker_log_tail", rank=1, node=0, tail="Traceback (most recent call last):\n  File \"train.py\"\n"
+              "KeyError: 'x'")
 
     assert without_time(stream.getvalue()) == [
         "[error    ] worker_log_tail        node=0 rank=1",
@@ -57,7 +58,8 @@ def test_events_without_multi_line_fields_render_as_before():
 
     log.info("init_exited", exit="exit 2", duration_s=1.2, note="one line")
 
-    assert without_time(stream.getvalue()) == ["[info     ] init_exited            duration_s=1.2 exit='exit 2' note='one line'"]
+    assert without_time(stream.getvalue()) == ["[info     ] init_exited            duration_s=1.2 exit='exit 2' "
+                                               "note='one line'"]
 
 
 def test_several_blocks_keep_their_order_and_blank_lines_inside_a_value_stay_blank():
@@ -67,7 +69,8 @@ def test_several_blocks_keep_their_order_and_blank_lines_inside_a_value_stay_bla
 
     log.warning("x", first="1\n2", second="3\n4")
 
-    assert without_time(stream.getvalue()) == ["[warning  ] x", "  first:", "    1", "    2", "  second:", "    3", "    4"]
+    assert without_time(stream.getvalue()) == ["[warning  ] x", "  first:", "    1", "    2", "  second:", "    3",
+                                               "    4"]
 
 
 def test_only_strings_with_a_line_break_are_blocks_and_never_the_event_itself():

@@ -55,7 +55,8 @@ def replay(history, *, needs_init=True, policy=POLICY, state=None):
 
 
 def test_full_cycle_init_two_restructures_then_complete():
-    state, actions = replay([INIT_OK, PROGRESS, GenerationEnded(progressed=("switch_4.pt",)), GenerationEnded(complete=True)])
+    state, actions = replay([INIT_OK, PROGRESS, GenerationEnded(progressed=("switch_4.pt",)),
+                             GenerationEnded(complete=True)])
     assert actions == [
         StartInit(),
         StartGeneration(1),
@@ -87,7 +88,8 @@ def test_init_killed_by_signal_reports_the_signal():
 
 
 def test_init_that_wrote_elsewhere_with_save_name_given_is_a_usage_error_naming_both_folders():
-    state, actions = replay([InitExited(0, wrote_to="runs/OTHER")], policy=Policy(adopt_save_folder=False, agent_ahead=False))
+    state, actions = replay([InitExited(0, wrote_to="runs/OTHER")],
+                            policy=Policy(adopt_save_folder=False, agent_ahead=False))
     assert state.exit_code == exitcodes.USAGE
     assert "runs/OTHER" in actions[-1].reason and "--save-name PAI" in actions[-1].reason
     assert not any(isinstance(a, (StartGeneration, AdoptSaveFolder)) for a in actions)
@@ -113,7 +115,8 @@ def test_save_folder_failing_during_adoption_exits_6():
 
 
 def test_a_signal_during_adoption_finishes_at_once():
-    state, actions = replay([InitExited(0, wrote_to="OTHER"), SignalReceived(signal.SIGTERM, 1.0), SaveFolderAdopted("OTHER", 1.1)])
+    state, actions = replay([InitExited(0, wrote_to="OTHER"), SignalReceived(signal.SIGTERM, 1.0),
+                             SaveFolderAdopted("OTHER", 1.1)])
     assert actions[-1] == Finish(143, "stopped by SIGTERM")
     assert not any(isinstance(a, StartGeneration) for a in actions)
 
@@ -329,7 +332,8 @@ def test_save_folder_lost_stops_the_workers_and_exits_6():
 
 
 def test_resume_carries_counters_over():
-    state, actions = replay([], needs_init=False, state=start(save_name="PAI", generation=4, failures=2, init_done=True))
+    state, actions = replay([], needs_init=False, state=start(save_name="PAI", generation=4, failures=2,
+                                                              init_done=True))
     assert actions == [StartGeneration(5)] and state.failures == 2 and state.init_done
 
 
@@ -374,7 +378,8 @@ def test_data_parallel_failure_stops_with_the_workers_code_unless_retries_were_a
     state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, agent_ahead=False))
     assert state.exit_code == 9 and not any(isinstance(a, ScheduleRetry) for a in actions)
     assert "no resume" in actions[-1].reason and "--max-failures" in actions[-1].reason
-    state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, retry_data_parallel=True, agent_ahead=False))
+    state, actions = replay([INIT_OK, crash], policy=Policy(data_parallel=True, retry_data_parallel=True,
+                                                            agent_ahead=False))
     assert state.phase is Phase.BACKOFF and "from the start" in actions[-1].reason
 
 
@@ -408,7 +413,8 @@ def test_a_stall_is_a_failure_of_its_own_cause_not_a_fake_exit_code():
 def test_failure_describes_each_cause():
     assert Failure.worker(3, -9).describe() == "rank 3 failed with signal SIGKILL"
     assert Failure.launcher("agent died").describe() == "the launcher failed: agent died"
-    assert Failure.stall("stalled: 5 s").cause is Cause.STALL and Failure.stall("stalled: 5 s").describe() == "stalled: 5 s"
+    assert Failure.stall("stalled: 5 s").cause is Cause.STALL and Failure.stall("stalled: 5 s").describe() == \
+        "stalled: 5 s"
 
 
 def test_the_machine_keeps_the_last_switch_file_written():
@@ -420,7 +426,8 @@ def test_the_agent_is_started_once_during_init_and_lives_through_every_generatio
     policy = Policy(grace=10.0)
     state, actions = replay([Tick(1.0), Tick(1.2)], policy=policy)
     assert actions.count(PrepareAgent()) == 1 and state.agent_started
-    history = [Tick(1.0), InitExited(0, wrote_to="PAI", now=2.0), Tick(3.0), GenerationEnded(progressed=("switch_2.pt",), now=4.0),
+    history = [Tick(1.0), InitExited(0, wrote_to="PAI", now=2.0), Tick(3.0),
+               GenerationEnded(progressed=("switch_2.pt",), now=4.0),
                Tick(5.0), GenerationEnded(progressed=("switch_4.pt",), now=6.0), Tick(7.0)]
     state, actions = replay(history, policy=policy)
     assert state.generation == 3 and actions.count(PrepareAgent()) == 1
@@ -437,7 +444,8 @@ def test_a_kill_takes_the_agent_down_so_the_retry_prepares_a_new_one():
     history = [INIT_OK, Tick(0.5), Tick(5.0), Tick(6.0), Tick(7.0)]
     state, actions = replay(history, policy=policy)
     assert KillRun() in actions and not state.agent_started
-    state, actions = replay([*history, GenerationEnded(failures=(Failure.worker(0, -9),), now=7.5), Tick(8.0)], policy=policy)
+    state, actions = replay([*history, GenerationEnded(failures=(Failure.worker(0, -9),), now=7.5), Tick(8.0)],
+                            policy=policy)
     assert state.phase is Phase.BACKOFF and actions[-1] == PrepareAgent() and state.agent_started
 
 

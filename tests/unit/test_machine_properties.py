@@ -79,9 +79,11 @@ def policies(draw) -> Policy:
     return Policy(
         grace=grace, stall_dump_wait=min(5.0, grace), stall_timeout=draw(often(3.0, None)),
         data_parallel=draw(often(False, True)), retry_data_parallel=draw(st.booleans()),
-        max_failures=draw(st.integers(1, 5)), retry_repeats=draw(st.booleans()), backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
+        max_failures=draw(st.integers(1, 5)), retry_repeats=draw(st.booleans()),
+        backoff_initial=draw(st.sampled_from([0.1, 1.0])), backoff_max=4.0,
         agent_ahead=draw(st.booleans()), multi_node=draw(st.booleans()), fs_settle=draw(st.sampled_from([0.0, 2.0])),
-        adopt_save_folder=draw(often(True, False)), requeue_on=draw(st.sampled_from([None, signal.SIGUSR1, signal.SIGTERM])),
+        adopt_save_folder=draw(often(True, False)),
+        requeue_on=draw(st.sampled_from([None, signal.SIGUSR1, signal.SIGTERM])),
     )
 
 
@@ -140,7 +142,8 @@ class StopHistories(RuleBasedStateMachine):
                 assert after.stopped_by is not None, "a stop signal was not remembered as what stopped the run"
         if isinstance(event, Tick) and self.running and self.stop_signal_at is not None:
             if event.now >= self.stop_signal_at + self.policy.grace:
-                assert self.killed, f"still running {event.now - self.stop_signal_at:g} s after a stop signal, not killed"
+                assert self.killed, f"still running {event.now - self.stop_signal_at:g} s after a stop signal, not " \
+                    "killed"
         self.check_counters(before, event, after, actions)
         self.state = after
 
@@ -177,13 +180,17 @@ class StopHistories(RuleBasedStateMachine):
         assert after.generation >= before.generation
         assert after.init_done >= before.init_done and after.marker_seen >= before.marker_seen
         if after.failures < before.failures:
-            assert isinstance(event, (GenerationEnded, ProgressRechecked)) and event.progressed, "failures dropped without progress"
+            assert isinstance(event, (GenerationEnded,
+                                      ProgressRechecked)) and event.progressed, "failures dropped without progress"
         if before.stopped_by is not None:
             assert after.stopped_by == before.stopped_by, "what asked for the stop was forgotten"
             assert not [a for a in actions if isinstance(a, ScheduleRetry)], "a retry after a stop was asked for"
         if after.phase is Phase.DONE and before.phase is not Phase.DONE and "the same crash" in after.reason:
-            assert isinstance(event, GenerationEnded) and not self.policy.retry_repeats, "a repeat ended a run with --max-failures"
-            assert before.trained_failure == event.failures[0].cause_signature(), "ended on a crash that repeats nothing"
+            assert isinstance(event,
+                              GenerationEnded) and not self.policy.retry_repeats, \
+                              "a repeat ended a run with --max-failures"
+            assert before.trained_failure == event.failures[0].cause_signature(), \
+                "ended on a crash that repeats nothing"
         was, now = before.current.stop, after.current.stop
         if was is not None and now is not None and was.killed and before.current.started_at == after.current.started_at:
             assert now.killed, "a stop's kill was forgotten"
@@ -212,7 +219,8 @@ class StopHistories(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running is not None and not (self.stubborn and self.state.phase is Phase.STOPPING
                                                                  and not self.killed))
-    @rule(failed=failures, complete=often(False, True, times=5), progress=progressed, stopped=often(False, True, times=5),
+    @rule(failed=failures, complete=often(False, True, times=5), progress=progressed,
+          stopped=often(False, True, times=5),
           wrote_to=st.sampled_from(["PAI", "PAI", "PAI", "OTHER", None]), init_code=often(0, 1, times=5))
     def processes_exit(self, failed, complete, progress, stopped, wrote_to, init_code):
         """The init run or the generation ends (a worker failing, every worker done, or killed)."""
@@ -221,11 +229,13 @@ class StopHistories(RuleBasedStateMachine):
             self.feed(InitExited(init_code, wrote_to=wrote_to, now=self.now))
             return
         self.running = None
-        by = JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch") if stopped and self.policy.multi_node else None
+        by = JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch") if stopped and self.policy.multi_node \
+            else None
         self.feed(GenerationEnded(failures=failed, complete=complete, progressed=progress, now=self.now, stopped=by))
         self.doomed = self.doomed or by is not None  # the job was stopped from another node
 
-    @precondition(lambda self: self.running == "generation" and not (self.stubborn and self.state.phase is Phase.STOPPING
+    @precondition(lambda self: self.running == "generation"
+                  and not (self.stubborn and self.state.phase is Phase.STOPPING
                                                                      and not self.killed))
     @rule()
     def rank_crashes_in_training(self):

@@ -11,7 +11,8 @@ INIT_OK = InitExited(0, wrote_to="PAI")
 KEY_ERROR = ("epoch 3 validation 0.41\nTraceback (most recent call last):\n  File \"train.py\", line 80, in <module>\n"
              "    loss = criterion(model(x), labels[\"target\"])\nKeyError: 'target'\n")
 #: PerforatedAI's best_model.pt race: transient, so a repeat of it is retried within the budget.
-VALIDATION_RACE = ("epoch 3 validation 0.41\nTraceback (most recent call last):\n  File \"train.py\", line 80, in <module>\n"
+VALIDATION_RACE = ("epoch 3 validation 0.41\nTraceback (most recent call last):\n  File \"train.py\", line 80, in "
+                   "<module>\n"
                    "    GPA.pai_tracker.add_validation_score(score, model)\nKeyError: 'best_mean_score_imp'\n")
 
 
@@ -25,7 +26,8 @@ def replay(history, *, policy=POLICY):
 
 def trained_crash(now, tail=KEY_ERROR, rank=1, code=1, progressed=()):
     """A generation whose workers trained (a write beyond start-up files), then `rank` crashed."""
-    return [SaveActivity(now + 1.0), GenerationEnded(failures=(Failure.worker(rank, code, tail),), progressed=progressed,
+    return [SaveActivity(now + 1.0), GenerationEnded(failures=(Failure.worker(rank, code, tail),),
+                                                     progressed=progressed,
                                                     now=now + 2.0)]
 
 
@@ -41,7 +43,8 @@ def attempts(*crashes):
 
 def test_the_same_crash_after_training_started_is_retried_once_then_ends_the_run_naming_the_repeat():
     state, actions = replay(attempts(trained_crash, trained_crash)[:-1])
-    assert [type(a).__name__ for a in actions] == ["StartInit", "StartGeneration", "ScheduleRetry", "StartGeneration", "Finish"]
+    assert [type(a).__name__ for a in actions] == ["StartInit", "StartGeneration", "ScheduleRetry", "StartGeneration",
+                                                   "Finish"]
     assert state.phase is Phase.DONE and state.exit_code == 1 and state.failures == 2
     assert "the same crash as the attempt before" in state.reason and "after training started" in state.reason
     assert "--max-failures" in state.reason and "rank 1 failed with exit code 1" in state.reason

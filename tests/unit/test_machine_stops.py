@@ -85,7 +85,8 @@ def test_a_job_wide_stop_during_a_stalls_stop_ends_the_run_instead_of_a_retry():
     # Found by the property test: another node stopped the job while this one stopped its stalled workers, and
     # this node retried the generation alone.
     policy = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, agent_ahead=False, multi_node=True)
-    ended = GenerationEnded(failures=(Failure.worker(0, -15),), stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch"),
+    ended = GenerationEnded(failures=(Failure.worker(0, -15),),
+                            stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch"),
                             now=5.5)
     state, emitted = replay([Tick(3.0), Tick(5.0), ended, Tick(8.0)], policy=policy)
     assert emitted[-2] == [Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")] and emitted[-1] == []
@@ -93,5 +94,6 @@ def test_a_job_wide_stop_during_a_stalls_stop_ends_the_run_instead_of_a_retry():
 
 def test_the_save_folder_lost_during_a_stalls_stop_ends_the_run_with_exit_6_instead_of_a_retry():
     # Found by the property test: the loss was ignored while stopping, and the stall's retry started a generation.
-    state, emitted = replay([Tick(3.0), Tick(5.0), SaveFolderLost("save folder PAI was removed", 5.5), KILLED, Tick(9.0)])
+    state, emitted = replay([Tick(3.0), Tick(5.0), SaveFolderLost("save folder PAI was removed", 5.5), KILLED,
+                             Tick(9.0)])
     assert emitted[-2] == [Finish(exitcodes.SAVE_FOLDER, "save folder PAI was removed")] and emitted[-1] == []

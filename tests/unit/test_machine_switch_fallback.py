@@ -74,7 +74,8 @@ def test_one_ranks_config_race_after_a_switch_file_is_retried_and_takes_no_progr
 
 
 def test_a_failure_in_loading_without_proof_moves_the_file_only_when_it_repeats_from_the_same_file():
-    unexplained = Failure.worker(0, 1, 'File "train.py", line 9, in main\n    UPA.load_system(model, "PAI", "switch_4")\n'
+    unexplained = Failure.worker(0, 1, 'File "train.py", line 9, in main\n    UPA.load_system(model, "PAI", '
+                                 '"switch_4")\n'
                                        "ValueError: unexpected key")
     state, actions = _replay([_ended(unexplained), Tick(100.0)])
     assert actions[-1] == StartGeneration(2), "once is no proof"
@@ -87,7 +88,8 @@ def test_a_failure_in_loading_without_proof_moves_the_file_only_when_it_repeats_
 
 def test_a_failure_in_training_moves_nothing_whatever_checkpoint_it_was_reading():
     in_training = Failure.worker(0, 1, 'File "train.py", line 80, in <module>\n'
-                                       "    GPA.pai_tracker.add_validation_score(score, model)\n" + tail("torn_torch_save.txt"))
+                                       "    GPA.pai_tracker.add_validation_score(score, model)\n"
+                                       + tail("torn_torch_save.txt"))
     state, _ = _replay([SaveActivity(0.5, training=True), _ended(in_training, STOPPED)])
     state, actions = step(POLICY, state, Tick(100.0))
     assert actions == [StartGeneration(2)]

@@ -35,7 +35,8 @@ def value(metrics, name: str, **labels) -> float | None:
 
 
 def test_a_failed_generation_a_retry_and_a_switch_show_in_the_metrics(metrics):
-    metrics.observe({"event": "run_started", "run_id": "r1", "script": "train.py", "save_folder": "PAI", "generation": 0,
+    metrics.observe({"event": "run_started", "run_id": "r1", "script": "train.py", "save_folder": "PAI",
+                     "generation": 0,
                      "failures": 0})
     metrics.observe({"event": "init_started"})
     metrics.observe({"event": "generation_started", "generation": 1, "nproc": 2})
@@ -89,7 +90,8 @@ def test_dendrites_and_the_best_score_come_from_perforatedais_files_as_status_re
     (metrics.save / "PAI_config.json").write_text(json.dumps({"maximizing_score": False}))
     (metrics.save / "PAIScores.csv").write_text("Epochs,Validation Scores\n0,1.25\n1,0.79\n2,0.91\n")
     (metrics.save / "PAIparam_counts.csv").write_text("Switch Number,Param Count\n0,612\n1,1260\n2,2016\n")
-    metrics.observe({"event": "generation_ended", "generation": 1, "duration_s": 3.0, "switch_files": [], "complete": False})
+    metrics.observe({"event": "generation_ended", "generation": 1, "duration_s": 3.0, "switch_files": [],
+                     "complete": False})
 
     assert value(metrics, "pai_launch_best_score") == 0.79
     assert value(metrics, "pai_launch_dendrites") == 2

@@ -19,7 +19,8 @@ from tests.unit.test_specbuilder import host, typed
 
 
 def spec(tmp_path: Path, script: str, runs_as: str, **overrides) -> LaunchSpec:
-    return LaunchSpec(script=Path(script), script_text=script, workdir=tmp_path, python="/py", script_args=("--lr", "1"),
+    return LaunchSpec(script=Path(script), script_text=script, workdir=tmp_path, python="/py",
+                      script_args=("--lr", "1"),
                       runs_as=runs_as, **overrides)
 
 

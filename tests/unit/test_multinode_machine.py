@@ -37,7 +37,9 @@ def test_on_one_machine_nothing_is_announced():
 
 
 def test_a_stop_from_another_node_ends_this_run_with_that_signals_code_and_no_retry():
-    state, actions = replay([GenerationEnded(failures=(Failure.worker(0, -15),), stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch"), now=3.0)],
+    state, actions = replay([GenerationEnded(failures=(Failure.worker(0, -15),),
+                                             stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 0's pai-launch"),
+                                             now=3.0)],
                             needs_init=False, policy=MULTI)
 
     assert actions[-1] == Finish(143, "the job was stopped: SIGTERM to node 0's pai-launch")
@@ -54,7 +56,8 @@ def test_node_0s_generation_number_replaces_this_nodes_own():
 
 
 def test_a_fatal_problem_ends_the_run_with_exit_6_without_spending_the_budget():
-    state, actions = replay([GenerationEnded(fatal="the save folder must be on a file system every node shares", now=1.0)],
+    state, actions = replay([GenerationEnded(fatal="the save folder must be on a file system every node shares",
+                                             now=1.0)],
                             needs_init=False, policy=MULTI)
 
     assert actions[-1] == Finish(exitcodes.SAVE_FOLDER, "the save folder must be on a file system every node shares")
@@ -171,7 +174,8 @@ def test_losing_the_store_while_a_stalled_generation_stops_ends_the_run_instead_
 
 
 def test_a_job_stopped_by_another_nodes_requeue_signal_is_requeued_here_too():
-    state, _ = replay([GenerationEnded(stopped=JobStopped(signal.SIGUSR1, "SIGUSR1 to node 1's pai-launch (requeue)"), now=2.0)],
+    state, _ = replay([GenerationEnded(stopped=JobStopped(signal.SIGUSR1, "SIGUSR1 to node 1's pai-launch (requeue)"),
+                                       now=2.0)],
                       needs_init=False, policy=REQUEUE)
     assert state.requeue and state.exit_code == 138
 

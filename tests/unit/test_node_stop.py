@@ -45,7 +45,8 @@ def _worker(exit_on_term: bool) -> subprocess.Popen:
 
 
 def _generation(worker: subprocess.Popen, control: AgentControl) -> multinode.NodeGeneration:
-    request = SimpleNamespace(nodes=SimpleNamespace(node_rank=1), grace=3600.0)  # its SIGKILL backstop never fires in the test session
+    request = SimpleNamespace(nodes=SimpleNamespace(node_rank=1), grace=3600.0)  # its SIGKILL backstop never fires in
+    # the test session
     generation = multinode.NodeGeneration(request, link=None, generation=1, control=control)
     generation.watch = SimpleNamespace(processes=lambda: [psutil.Process(worker.pid)], ranks={worker.pid: 1})
     return generation

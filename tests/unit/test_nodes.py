@@ -24,7 +24,8 @@ def test_a_bad_nnodes_names_the_option_and_an_example(text):
 
 @pytest.mark.parametrize("text, expected", [
     ("node1:29500", ("node1", 29500)), ("node1", ("node1", 29400)), ("10.0.0.1:1", ("10.0.0.1", 1)),
-    ("[::1]:29400", ("::1", 29400)), ("[fe80::1]", ("fe80::1", 29400)), ("gpu-01.cluster.local:6000", ("gpu-01.cluster.local", 6000)),
+    ("[::1]:29400", ("::1", 29400)), ("[fe80::1]", ("fe80::1", 29400)),
+    ("gpu-01.cluster.local:6000", ("gpu-01.cluster.local", 6000)),
 ])
 def test_an_endpoint_is_host_and_port_with_torchruns_default_port(text, expected):
     assert parse_endpoint(text) == expected
@@ -91,14 +92,16 @@ def test_the_root_cause_is_the_earliest_real_failure_on_any_node_collateral_stop
 
 
 def test_every_node_combines_the_same_outcomes_to_the_same_result_whatever_their_order():
-    outcomes = [NodeOutcome(0, "h0", (failure(1, 3, node=0, at=2.0),)), NodeOutcome(1, "h1", (failure(2, 4, node=1, at=1.0),))]
+    outcomes = [NodeOutcome(0, "h0", (failure(1, 3, node=0, at=2.0),)),
+                NodeOutcome(1, "h1", (failure(2, 4, node=1, at=1.0),))]
     assert combine(outcomes, {}) == combine(list(reversed(outcomes)), {})
     assert combine(outcomes, {}).failures[0].rank == 2
 
 
 def test_a_rank_on_another_node_whose_log_says_its_peer_closed_the_connection_comes_after_the_crash_it_followed():
     # Node 0's rank saw its gloo pair closed a moment before node 1's crash was seen there (clocks differ by that much).
-    closed = replace(failure(0, 1, node=0, at=3.0), log_tail="RuntimeError: [pair.cc:553] Connection closed by peer [10.0.0.2]:4100")
+    closed = replace(failure(0, 1, node=0, at=3.0), log_tail="RuntimeError: [pair.cc:553] Connection closed by peer "
+                     "[10.0.0.2]:4100")
     crashed = replace(failure(1, 1, node=1, at=3.05), log_tail="ValueError: rank 1 broke")
     outcomes = [NodeOutcome(0, "h0", (closed,)), NodeOutcome(1, "h1", (crashed,))]
 

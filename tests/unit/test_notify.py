@@ -83,10 +83,13 @@ def test_the_status_line_names_the_phase():
     assert phase_status(State(phase=Phase.TRAINING, generation=4), policy) == "generation 4 running"
     assert phase_status(State(phase=Phase.TRAINING, generation=4, failures=1), policy) == \
         "generation 4 running (after 1 failed attempt(s))"
-    assert phase_status(State(phase=Phase.TRAINING, generation=4), policy, dendrites=1) == "generation 4 running; 1 dendrite"
-    assert phase_status(State(phase=Phase.TRAINING, generation=4), policy, dendrites=2) == "generation 4 running; 2 dendrites"
+    assert phase_status(State(phase=Phase.TRAINING, generation=4), policy,
+                        dendrites=1) == "generation 4 running; 1 dendrite"
+    assert phase_status(State(phase=Phase.TRAINING, generation=4), policy,
+                        dendrites=2) == "generation 4 running; 2 dendrites"
     assert phase_status(State(phase=Phase.BACKOFF, failures=2, reason="rank 1 failed with exit code 3"), policy) == \
         "retrying after failure 2 of 3: rank 1 failed with exit code 3"
-    assert phase_status(State(phase=Phase.STOPPING, reason="stopped by SIGTERM"), policy) == "stopping: stopped by SIGTERM"
+    assert phase_status(State(phase=Phase.STOPPING, reason="stopped by SIGTERM"),
+                        policy) == "stopping: stopped by SIGTERM"
     assert phase_status(State(phase=Phase.DONE, exit_code=0, reason="training complete"), policy) == \
         "finished with exit code 0: training complete"

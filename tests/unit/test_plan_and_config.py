@@ -38,7 +38,8 @@ def test_the_plain_processes_see_no_rank_of_a_job_pai_launch_itself_runs_in(tmp_
     for command in (plan.init_command(spec(tmp_path), "RID", ()), plan.data_parallel_command(spec(tmp_path), "RID", 1)):
         assert {"RANK", "SLURM_PROCID", "MASTER_ADDR"} <= set(command.unset)
         exits: queue.Queue = queue.Queue()
-        process = PlainProcess(Role.INIT, plan.Command((sys.executable, "-c", probe), command.env, tmp_path, command.unset),
+        process = PlainProcess(Role.INIT, plan.Command((sys.executable, "-c", probe), command.env, tmp_path,
+                                                       command.unset),
                                base, exits.put)
         assert process.pid is None  # made, not yet started
         process.start()
@@ -58,7 +59,8 @@ def test_the_worker_command_appends_the_load_folder_only_when_resuming(tmp_path)
 def test_generation_env_sets_omp_threads_unless_the_user_did(tmp_path):
     s = spec(tmp_path, gpus=("0", "1"))
     env = plan.generation_env(s, "RID", 4, {})
-    assert env == {"PAI_LAUNCH_RUN_ID": "RID", "PAI_LAUNCH_GENERATION": "4", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert env == {"PAI_LAUNCH_RUN_ID": "RID", "PAI_LAUNCH_GENERATION": "4", "OMP_NUM_THREADS": "1",
+                   "CUDA_VISIBLE_DEVICES": "0,1"}
     assert "OMP_NUM_THREADS" not in plan.generation_env(s, "RID", 4, {"OMP_NUM_THREADS": "8"})
 
 
@@ -75,7 +77,8 @@ def test_elastic_run_ids_are_fresh_per_generation():
 def test_dry_run_plan_names_every_phase(tmp_path):
     lines = plan.describe(spec(tmp_path, nproc=2), "RID", (), {}, needs_init=True, resume_folder=None)
     text = "\n".join(lines)
-    assert "--perforate_model_parallel" in text and "generation 1 (2 workers" in text and "PAI_LAUNCH_RUN_ID=RID" in text
+    assert "--perforate_model_parallel" in text and "generation 1 (2 workers" in text \
+        and "PAI_LAUNCH_RUN_ID=RID" in text
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,8 @@ def test_each_platform_is_told_apart_and_read_as_it_means_its_variables(env, pla
 
 @pytest.mark.parametrize("env", [
     {},
-    {"RANK": "3", "WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "LOCAL_RANK": "1"},  # torchrun's
+    {"RANK": "3", "WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+     "LOCAL_RANK": "1"},  # torchrun's
     {**POD, "RANK": "3", "WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1"},  # a pod, but no platform's master service
     {"SM_HOSTS": '["algo-1"]'},
 ])
@@ -87,7 +88,8 @@ def test_rank_and_world_size_of_a_process_are_never_read_as_a_nodes(env):
     ({**SAGEMAKER, "SM_HOSTS": "algo-1"}, "is not a JSON list"),
     ({**AZUREML, "AZUREML_NODE_COUNT": "-1"}, "AZUREML_NODE_COUNT '-1' is not a number"),
     ({**SKYPILOT, "SKYPILOT_NODE_RANK": "x"}, "SKYPILOT_NODE_RANK 'x' is not a number"),
-    ({**SKYPILOT, "SKYPILOT_NODE_IPS": "10.0.0.5\nnode-b\n10.0.0.9"}, "SKYPILOT_NODE_IPS line 2, 'node-b', is not an IP"),
+    ({**SKYPILOT, "SKYPILOT_NODE_IPS": "10.0.0.5\nnode-b\n10.0.0.9"}, "SKYPILOT_NODE_IPS line 2, 'node-b', is not an "
+     "IP"),
     ({**SKYPILOT, "SKYPILOT_NUM_NODES": "4"}, "SKYPILOT_NUM_NODES '4' does not count the 3 line"),
     ({**SKYPILOT, "SKYPILOT_NUM_NODES": "three"}, "SKYPILOT_NUM_NODES 'three' is not a number"),
     ({**SKYPILOT, "SKYPILOT_NODE_RANK": "3"}, "SKYPILOT_NODE_RANK '3' has no line among the 3 of SKYPILOT_NODE_IPS"),

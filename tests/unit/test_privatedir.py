@@ -170,5 +170,7 @@ def test_a_launcher_error_names_the_private_path_that_is_gone(tmp_path):
     assert noted.startswith(error) and str(gone) in noted and failure_causes.lost_private_file(noted)
     assert privatedir.with_lost_note(error, [str(tmp_path)]) == error
     assert not failure_causes.lost_private_file(error)
-    assert failure_causes.lost_private_file(f"FileNotFoundError: [Errno 2] No such file or directory: '/tmp/{PREFIX}5-x/pymp-y/l'")
-    assert not failure_causes.lost_private_file("FileNotFoundError: [Errno 2] No such file or directory: '/usr/bin/python9'")
+    assert failure_causes.lost_private_file("FileNotFoundError: [Errno 2] No such file or directory: "
+                                            f"'/tmp/{PREFIX}5-x/pymp-y/l'")
+    assert not failure_causes.lost_private_file("FileNotFoundError: [Errno 2] No such file or directory: "
+                                                "'/usr/bin/python9'")

@@ -45,7 +45,8 @@ def test_a_request_with_no_script_arguments_round_trips():
 
 def test_a_result_with_failures_round_trips_to_equal_worker_failures_in_a_tuple():
     failures = (
-        WorkerFailure(rank=1, returncode=7, pid=4242, log_tail="Traceback (most recent call last):\n  boom\nValueError: ü"),
+        WorkerFailure(rank=1, returncode=7, pid=4242, log_tail="Traceback (most recent call last):\n  boom\n"
+                      "ValueError: ü"),
         WorkerFailure(rank=0, returncode=-signal.SIGTERM, pid=4241),
     )
     result = GenerationResult(generation=2, failures=failures, log_dir="/tmp/logs/generation-2")
@@ -130,7 +131,8 @@ def test_a_line_that_is_no_request_is_one_error_naming_the_problem(line, problem
 
 
 def test_a_nested_field_of_the_wrong_type_is_named_by_its_path():
-    result = codec.encode(GenerationResult(2, failures=(WorkerFailure(1, 7, 42),))).replace(b'"rank": 1', b'"rank": null')
+    result = codec.encode(GenerationResult(2, failures=(WorkerFailure(1, 7, 42),))).replace(b'"rank": 1',
+                                                                                            b'"rank": null')
     with pytest.raises(codec.WireError, match=r"result\.failures\[0\]\.rank: expected int, got null"):
         REPORTS.decode(result)
 

@@ -25,7 +25,8 @@ def test_torchruns_stream_values_for_every_rank_or_rank_by_rank(text, parsed):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("4", "--tee '4' is not 0, 1, 2 or 3"), ("x", "is not 0, 1, 2 or 3"), ("0:1,a:2", "'a:2' is not LOCAL_RANK:STREAMS"),
+    ("4", "--tee '4' is not 0, 1, 2 or 3"), ("x", "is not 0, 1, 2 or 3"),
+    ("0:1,a:2", "'a:2' is not LOCAL_RANK:STREAMS"),
     ("0:9", "'9' is not 0, 1, 2 or 3"),
 ])
 def test_a_bad_stream_value_is_one_line_naming_the_option(text, message):

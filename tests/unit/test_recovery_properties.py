@@ -32,7 +32,8 @@ HISTORIES = settings(max_examples=400, stateful_step_count=40, deadline=None, de
                      suppress_health_check=[HealthCheck.too_slow])
 TAILS = Path(__file__).resolve().parents[1] / "failure_tails"
 REAL_TAILS = sorted(path.read_text() for path in TAILS.glob("*.txt"))
-UNEXPLAINED_LOAD = 'File "train.py", line 9, in main\n    UPA.load_system(model, "PAI", "switch_4")\nValueError: bad key\n'
+UNEXPLAINED_LOAD = 'File "train.py", line 9, in main\n    UPA.load_system(model, "PAI", "switch_4")\n' \
+    'ValueError: bad key\n'
 tails = st.sampled_from([*REAL_TAILS, UNEXPLAINED_LOAD, "", "rank failing on purpose with 3"])
 
 
@@ -70,11 +71,13 @@ class RecoveryHistories(RuleBasedStateMachine):
             elif isinstance(action, StartInit):
                 self.running = "init"
         assert after.dendrites >= before.dendrites, "the recorded dendrite count went down"
-        if isinstance(event, GenerationEnded) and event.failures and not self.failed_once and before.phase is Phase.TRAINING:
+        if isinstance(event, GenerationEnded) and event.failures and not self.failed_once \
+                and before.phase is Phase.TRAINING:
             self.failed_once = True
             ended = any(isinstance(a, Finish) for a in actions)
             if self.policy.max_failures >= 2 and not self.marker and not event.complete:
-                assert not ended or after.quarantined > 0, f"the invocation's first failure was not retried: {after.reason}"
+                assert not ended or after.quarantined > 0, \
+                    f"the invocation's first failure was not retried: {after.reason}"
                 assert ended or any(isinstance(a, ScheduleRetry) for a in actions)
         if any(isinstance(a, ScheduleRetry) for a in actions):
             self.failed_once = True  # a stall stopped and retried counts too: a later failure is not the first
@@ -125,7 +128,8 @@ class RecoveryHistories(RuleBasedStateMachine):
             self.switches.append(name)
         self.next_dendrites = max(0, self.next_dendrites + more)
         self.running = None
-        self.feed(GenerationEnded(progressed=(name,), now=self.now, loaded_from=self.loaded, dendrites=self.next_dendrites,
+        self.feed(GenerationEnded(progressed=(name,), now=self.now, loaded_from=self.loaded,
+                                  dendrites=self.next_dendrites,
                                   max_dendrites=2))
 
     @precondition(lambda self: self.running == "generation")

@@ -145,7 +145,8 @@ def test_the_running_relay_copies_lines_as_they_are_written_and_stop_drains_the_
     try:
         logs.append(0, "stdout", b"while running\n")
         logs.append(1, "stderr", b"warning: on stderr\n")
-        wait_until(lambda: logs.out() == b"[rank0]: while running\n", 10, message="the relay thread to copy rank 0's line")
+        wait_until(lambda: logs.out() == b"[rank0]: while running\n", 10, message="the relay thread to copy rank 0's "
+                   "line")
         wait_until(lambda: logs.out("stderr") == b"[rank1]: warning: on stderr\n", 10, message="rank 1's stderr line")
 
         logs.append(0, "stdout", b"more\nlast words")
@@ -165,7 +166,8 @@ def test_a_line_that_already_has_its_ranks_prefix_is_not_labelled_again(logs):
 
     logs.relay().stop()
 
-    assert logs.out("stderr") == (b"[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\"\n[rank0]: \n"
+    assert logs.out("stderr") == (b"[rank0]: Traceback (most recent call last):\n[rank0]:   File \"train.py\"\n"
+                                  b"[rank0]: \n"
                                   b"[rank0]: RuntimeError: boom\n")
 
 
@@ -185,7 +187,8 @@ def test_in_a_multi_node_job_torchs_prefix_for_the_same_rank_gives_way_to_the_la
 
     LogRelay(str(logs.root), sinks=logs.sinks, head=lambda local_rank: f"[rank{4 + local_rank} node1]: ").stop()
 
-    assert logs.out("stderr") == (b"[rank5 node1]: Traceback (most recent call last):\n[rank5 node1]: printed by the script\n"
+    assert logs.out("stderr") == (b"[rank5 node1]: Traceback (most recent call last):\n[rank5 node1]: printed by the "
+                                  b"script\n"
                                   b"[rank5 node1]: [rank4]: another rank\n[rank5 node1]: plain\n")
 
 

@@ -96,7 +96,8 @@ def test_a_run_that_ends_in_a_folder_made_again_records_its_end_there_but_not_in
 def test_the_removal_message_says_what_ran_and_what_to_do(tmp_path):
     folder = tmp_path / "PAI"
     init = removed_message(folder, INIT_RUN, remade=True)
-    assert init.startswith(f"the save folder {folder} was removed while the init run was running: the script deletes its "
+    assert init.startswith(f"the save folder {folder} was removed while the init run was running: the script deletes "
+                           "its "
                            "save folder on a fresh start")
     worker = removed_message(folder, "generation 2", remade=True)
     assert "while generation 2 was running (a new folder of that name has taken its place)" in worker

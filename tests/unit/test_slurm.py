@@ -328,7 +328,8 @@ def test_a_malformed_node_list_is_an_error_naming_the_variable_and_the_reason():
 def test_a_malformed_fallback_node_list_names_the_fallback_variable():
     message = slurm_error(job_env(SLURM_JOB_NODELIST=None, SLURM_NODELIST="gpu[2-1]"))
 
-    assert message.startswith("SLURM_NODELIST 'gpu[2-1]' cannot be parsed: bad range '2-1': its start is above its end"), message
+    assert message.startswith("SLURM_NODELIST 'gpu[2-1]' cannot be parsed: bad range '2-1': its start is above its "
+                              "end"), message
 
 
 def test_a_node_list_with_more_hosts_than_nodes_is_an_error():
@@ -396,4 +397,5 @@ def test_under_srun_the_job_steps_nodes_are_the_ones_that_count():
     allocation = from_env(env)
 
     assert (allocation.nnodes, allocation.first_host, allocation.node_rank) == (2, "n3", 1)
-    assert allocation.source["nnodes"] == "SLURM_STEP_NUM_NODES" and allocation.source["first_host"] == "SLURM_STEP_NODELIST"
+    assert allocation.source["nnodes"] == "SLURM_STEP_NUM_NODES" and allocation.source["first_host"] == \
+        "SLURM_STEP_NODELIST"

@@ -91,7 +91,8 @@ def write_pai_files(save: Path, *, config: dict | None = None, graphs: bool = Tr
 
 
 def write_state(save: Path, **fields) -> None:
-    record = {"fingerprint": {"script": "/w/train.py", "script_args": ["--epochs", "3"], "nproc": 2, "pai_launch": "0.1.0"},
+    record = {"fingerprint": {"script": "/w/train.py", "script_args": ["--epochs", "3"], "nproc": 2,
+                              "pai_launch": "0.1.0"},
               "run_id": "r1", "save_name": "PAI", "generation": 4, "failures": 0, "init_done": True,
               "last_switch": "switch_4.pt", "last_exit": {"code": 0, "reason": "training complete"}, **fields}
     (save / ".pai-launch").mkdir(parents=True, exist_ok=True)
@@ -117,7 +118,8 @@ def test_finished_run_lists_each_generation_with_how_it_ended(finished):
     failed = status.generations[1]
     assert (failed.rank, failed.exit) == (1, "exit code 3")
     assert "rank 1 failed with exit code 3" in failed.detail and "KeyError: 'best_mean_score_imp'" in failed.detail
-    assert status.generations[0].switch_files == ["switch_2.pt"] and status.generations[2].switch_files == ["switch_4.pt"]
+    assert status.generations[0].switch_files == ["switch_2.pt"] and status.generations[2].switch_files == \
+        ["switch_4.pt"]
     assert status.generations[0].duration == 4.2
     assert (status.failures, status.retries) == (1, 1)
     assert [p.kind for p in status.problems] == ["retry_scheduled"]
@@ -203,7 +205,8 @@ def test_unfinished_folder_without_pai_launch_says_it_cannot_tell(tmp_path):
 @pytest.mark.parametrize("make, message", [
     (lambda root: root / "missing", "no such folder"),
     (lambda root: (root / "file").write_text("x") and root / "file", "is not a folder"),
-    (lambda root: (root / "other").mkdir() or root / "other", "is not a save folder: no .pai-launch/ and no PerforatedAI files"),
+    (lambda root: (root / "other").mkdir() or root / "other", "is not a save folder: no .pai-launch/ and no "
+     "PerforatedAI files"),
 ])
 def test_bad_folder_is_one_line_and_exit_2(tmp_path, capsys, make, message):
     folder = make(tmp_path)
@@ -239,7 +242,8 @@ def test_live_run_shows_the_supervisor_holding_the_lock_and_the_running_generati
 def test_generation_of_a_killed_pai_launch_is_interrupted_and_the_resume_is_a_second_session(tmp_path):
     save = tmp_path / "PAI"
     write_pai_files(save)
-    write_events(save, [*FINISHED[:7], ev(30, "run_started", pid=2, resumed=True), ev(31, "generation_started", generation=3),
+    write_events(save, [*FINISHED[:7], ev(30, "run_started", pid=2, resumed=True),
+                        ev(31, "generation_started", generation=3),
                         ev(35, "generation_ended", generation=3, duration_s=4, complete=True),
                         ev(35, "run_finished", exit_code=0, reason="training complete")])
     status = run_status.gather(save)
@@ -302,7 +306,8 @@ def test_a_single_score_leaves_the_direction_unknown_and_the_text_says_so(tmp_pa
 
 def test_dendrites_fall_back_from_param_counts_to_switch_epochs_to_switch_files():
     assert dendrites(PARAM_COUNTS, SWITCH_EPOCHS, [2, 4]).count == 2
-    assert (dendrites(None, SWITCH_EPOCHS, [2]).count, dendrites(None, SWITCH_EPOCHS, [2]).source) == (2, "switch_epochs.csv")
+    assert (dendrites(None, SWITCH_EPOCHS, [2]).count, dendrites(None, SWITCH_EPOCHS,
+                                                                 [2]).source) == (2, "switch_epochs.csv")
     assert (dendrites(None, None, [2]).count, dendrites(None, None, [2]).source) == (1, "switch_2.pt")
     assert dendrites(None, None, []).count is None
 

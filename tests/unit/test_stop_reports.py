@@ -13,7 +13,8 @@ from pai_launch.status.model import FAILED, STOPPED
 from pai_launch.supervise.outputs.metrics import RunMetrics
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
-KEY_ERROR = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nKeyError: 'best_mean_score_imp'\n"
+KEY_ERROR = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n" \
+    "KeyError: 'best_mean_score_imp'\n"
 STOPPED_WORKERS = (Failure.worker(0, 128 + signal.SIGTERM, "rank 0 stopping"), Failure.worker(1, -signal.SIGTERM))
 
 
@@ -91,7 +92,8 @@ def test_status_names_a_rank_that_crashed_during_a_stop():
             exit="exit code 1", log_line="KeyError: 'best_mean_score_imp'")])
     (generation,) = story.generations
     assert generation.outcome == STOPPED and generation.rank == 1
-    assert generation.detail == "stopped by SIGINT; rank 1 had exited with exit code 1 (KeyError: 'best_mean_score_imp')"
+    assert generation.detail == \
+        "stopped by SIGINT; rank 1 had exited with exit code 1 (KeyError: 'best_mean_score_imp')"
 
 
 def test_status_shows_a_stopped_init_run_without_an_init_failure():
@@ -103,7 +105,8 @@ def test_status_shows_a_stopped_init_run_without_an_init_failure():
 def test_metrics_count_no_failure_for_a_stopped_generation(tmp_path):
     metrics = RunMetrics(lambda: tmp_path)
     metrics.observe({"event": "generation_started", "generation": 1, "nproc": 2})
-    metrics.observe({"event": "generation_stopped", "generation": 1, "duration_s": 2.0, "exit_codes": {"0": 143, "1": -15},
+    metrics.observe({"event": "generation_stopped", "generation": 1, "duration_s": 2.0,
+                     "exit_codes": {"0": 143, "1": -15},
                      "switch_files": []})
     sample = metrics.registry.get_sample_value
     assert sample("pai_launch_generation_failures_total") == 0

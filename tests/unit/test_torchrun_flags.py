@@ -217,7 +217,8 @@ def test_a_torchrun_command_line_becomes_the_spec_with_its_notes(launched):
     spec = launched["spec"]
     assert (spec.nodes.max_nodes, spec.nodes.node_rank, spec.nodes.endpoint, spec.nproc) == (2, 0, "10.0.0.1:29400", 1)
     assert (spec.max_failures, spec.script_args) == (4, ("--lr", "1"))
-    assert [event for event, _ in launched["notes"]] == [log_events.TORCHRUN_FLAG_MAPPED, log_events.TORCHRUN_FLAG_IGNORED]
+    assert [event for event, _ in launched["notes"]] == [log_events.TORCHRUN_FLAG_MAPPED,
+                                                         log_events.TORCHRUN_FLAG_IGNORED]
 
 
 @pytest.mark.parametrize("word, gpus, count", [("gpu", "0,1", 2), ("auto", "0,1", 2), ("auto", None, 3),
@@ -318,7 +319,8 @@ def test_the_template_is_taken_as_torch_takes_it_the_flag_over_pet_over_torchela
      "${rank}, ${local_rank}, ${hostname})"),
     ([], {"PET_LOG_LINE_PREFIX_TEMPLATE": "${rank"}, "pai-launch: error: --log-line-prefix-template '${rank': the ${ "
                                                     "at character 1 opens no macro"),
-    ([], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "$host "}, "pai-launch: error: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE "
+    ([], {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "$host "},
+     "pai-launch: error: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE "
                                                              "'$host ': $host is not one of its macros"),
     (["--data-parallel", "--log-line-prefix-template", "${rank}"], {},
      "pai-launch: error: --log-line-prefix-template has no effect with --data-parallel"),

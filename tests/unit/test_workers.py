@@ -106,7 +106,8 @@ def test_the_watch_reports_every_exit_once_with_rank_and_status_and_leaves_the_s
 
     assert len(calls) == 1, calls
     exits = calls[0]
-    assert sorted((e.rank, e.returncode, e.pid) for e in exits) == [(r, expected[r], children[r].pid) for r in sorted(plan)]
+    assert sorted((e.rank, e.returncode, e.pid) for e in exits) == [(r, expected[r], children[r].pid)
+                                                                    for r in sorted(plan)]
     assert [e.at for e in exits] == sorted(e.at for e in exits), "exits are reported in the order they were seen"
     assert statuses == expected
     assert {pid: watch.exit_time(pid) for pid in pids} == {e.pid: e.at for e in exits}

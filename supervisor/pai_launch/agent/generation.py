@@ -74,7 +74,8 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
 def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
     """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
     offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
-    failures = [WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None else e.local_rank),
+    failures = [WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None
+                                                                     else e.local_rank),
                               at=e.at + offset) for e in exits if e.returncode != 0]
     return root_cause_first(failures)
 
@@ -95,7 +96,8 @@ def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple
         at = watch.exit_time(failure.pid)
         return float(failure.timestamp) if at is None else at + offset
 
-    return root_cause_first([WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank), at=seen_at(f))
+    return root_cause_first([WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank),
+                                           at=seen_at(f))
                              for rank, f in failed.items()])
 
 

@@ -1,6 +1,7 @@
 """The LaunchConfig a generation hands torch's launcher: one node's own, or its part in a multi-node job.
 
-Both rendezvous through c10d (a job's generations through jobrendezvous.py's handler) on an id of their own, let torch restart nothing (max_restarts=0: pai-launch owns the
+Both rendezvous through c10d (a job's generations through jobrendezvous.py's handler) on an id of their own, let torch
+restart nothing (max_restarts=0: pai-launch owns the
 restart policy), write every rank's output to files under the generation's log folder and give stopping workers
 the run's grace; they differ only in who meets whom, and where.
 """

@@ -82,7 +82,8 @@ class NodeGeneration:
         if not self.we_stopped:
             self.we_stopped = True
             self.stopped_at = time.time()
-            if self.control.stopping is None:  # else this node's pai-launch is stopping the job and signals its own workers, once
+            if self.control.stopping is None:  # else this node's pai-launch is stopping the job and signals its own
+                # workers, once
                 stop_workers(self.watch.processes if self.watch is not None else psutil.Process().children,
                              self.request.grace)
         if self.abort is not None and self.watch is not None and not self.watch.ranks:
@@ -205,7 +206,8 @@ class NodeGeneration:
         except StoreLost:
             pass
         return NodeFacts(self.generation, self.request.log_dir, started=True, outcomes=outcomes, lost=lost,
-                         stopped_by=self.stopped_by, store_error=store_error, store=f"{self.nodes.host}:{self.nodes.port}",
+                         stopped_by=self.stopped_by, store_error=store_error,
+                         store=f"{self.nodes.host}:{self.nodes.port}",
                          members=max(1, len(self._members), len(outcomes)))
 
     def _exchange(self, own: NodeOutcome) -> tuple[NodeOutcome, ...]:

@@ -26,18 +26,23 @@ def enter(request: GenerationRequest, joined) -> tuple[StoreLink, int] | Generat
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout
         detail = crossnode.one_line(exc)
         return GenerationResult(request.generation, error=f"cannot reach the job's store at {where} within "
-                                f"{nodes.rdzv_timeout:g} s (node 0's pai-launch serves it): {detail}", log_dir=request.log_dir)
+                                f"{nodes.rdzv_timeout:g} s (node 0's pai-launch serves it): {detail}",
+                                log_dir=request.log_dir)
     try:
         generation, failures = link.enter(request.generation, nodes.node_rank == 0, nodes.failures)
     except JobStopped as stop:
         return GenerationResult(request.generation, stopped_signal=stop.signum, stopped_reason=stop.reason,
                                 log_dir=request.log_dir)
     except StoreLost as exc:
-        return GenerationResult(request.generation, error=f"the job's store at {where} went away: {exc}", log_dir=request.log_dir)
+        return GenerationResult(request.generation, error=f"the job's store at {where} went away: {exc}",
+                                log_dir=request.log_dir)
     joined(generation, failures)
-    if nodes.node_rank != 0 and not savedir.wait_shown(os.path.join(nodes.save_dir, savedir.INIT_OUTPUT), nodes.fs_settle):
-        fatal = (f"node 0 started generation {generation}, but {nodes.save_dir}/{savedir.INIT_OUTPUT} (its init run's output) is not "
-                 f"visible on this node after {nodes.fs_settle:g} s: the save folder must be on a file system every node shares")
+    if nodes.node_rank != 0 and not savedir.wait_shown(os.path.join(nodes.save_dir, savedir.INIT_OUTPUT),
+                                                       nodes.fs_settle):
+        fatal = (f"node 0 started generation {generation}, but {nodes.save_dir}/{savedir.INIT_OUTPUT} (its init run's "
+                 "output) is not "
+                 f"visible on this node after {nodes.fs_settle:g} s: the save folder must be on a file system every "
+                 "node shares")
         outcome = NodeOutcome(nodes.node_rank, socket.gethostname(), fatal=fatal)
         try:
             link.publish(generation, outcome)

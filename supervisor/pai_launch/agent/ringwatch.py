@@ -88,6 +88,7 @@ class PendingWatch:
         found = []
         for member in pending:
             self._beats.update(member.node, self.link.beat_count(self.generation, member.node), now)
-            if member.node in self._beats.lost(now) and self.link.report_lost(self.generation, member, lost_why(member)):
+            if member.node in self._beats.lost(now) and self.link.report_lost(self.generation, member,
+                                                                              lost_why(member)):
                 found.append(member.node)
         return found

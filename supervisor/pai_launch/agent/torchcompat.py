@@ -62,7 +62,8 @@ def config_kwargs(cls, wanted: dict) -> Fitted:
         return Fitted(dict(wanted), ())
     lacking = sorted(name for name in wanted if name not in names and name in REQUIRED)
     if lacking:
-        raise UnsupportedTorch(f"this torch's LaunchConfig takes no {', '.join(lacking)}: pai-launch needs torch 2.4 or "
+        raise UnsupportedTorch(f"this torch's LaunchConfig takes no {', '.join(lacking)}: pai-launch needs torch 2.4 "
+                               "or "
                                "newer (pip install 'torch>=2.4')")
     unknown = sorted(name for name in wanted if name not in names and name not in OPTIONAL)
     if unknown:
@@ -86,7 +87,8 @@ def logs_specs(log_dir: str):
     names = accepted(DefaultLogsSpecs)
     lacking = sorted({"log_dir", "redirects", "tee"} - names) if "*" not in names else []
     if lacking:
-        raise UnsupportedTorch(f"this torch's DefaultLogsSpecs takes no {', '.join(lacking)}: pai-launch needs torch 2.4 "
+        raise UnsupportedTorch(f"this torch's DefaultLogsSpecs takes no {', '.join(lacking)}: pai-launch needs torch "
+                               "2.4 "
                                "or newer (pip install 'torch>=2.4')")
     return DefaultLogsSpecs(log_dir=log_dir, redirects=Std.ALL, tee=Std.NONE)
 

@@ -112,7 +112,8 @@ class WarmPool:
         if facts["cuda_initialized"] or facts["bad_fork"]:
             return "CUDA was initialised in the forkserver, so a forked worker could not use it"
         if facts["server_threads"] > 1:
-            return f"the forkserver runs {facts['server_threads'] - 1} thread(s) after its preload, which a fork would not copy"
+            return f"the forkserver runs {facts['server_threads'] - 1} thread(s) after its preload, which a fork " \
+                "would not copy"
         return None
 
     def stop(self) -> None:
@@ -160,7 +161,8 @@ def nvidia_driver_present(libraries: tuple[str, ...] = DRIVER_LIBRARIES) -> bool
 
 def start(preload: tuple[str, ...], cold_path: tuple[str, ...]) -> tuple[WarmPool | None, str]:
     """A checked forkserver, or (None, why not). Call from the agent's main thread."""
-    added = {server_hooks.PARENT_ENV, server_hooks.EXITS_ENV} | (set() if NVML_CHECK_ENV in os.environ else {NVML_CHECK_ENV})
+    added = {server_hooks.PARENT_ENV, server_hooks.EXITS_ENV} | (set() if NVML_CHECK_ENV in os.environ
+                                                                 else {NVML_CHECK_ENV})
     os.environ[server_hooks.PARENT_ENV] = str(os.getpid())
     os.environ[server_hooks.EXITS_ENV] = tempfile.mkdtemp(prefix="exits-")  # in the run's temp folder, removed with it
     os.environ.setdefault(NVML_CHECK_ENV, "1")

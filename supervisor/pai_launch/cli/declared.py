@@ -90,7 +90,8 @@ OPTIONS: tuple[Declared, ...] = (
         help="Worker processes on this machine: N, gpu (the visible GPUs), auto (the visible GPUs, else the CPUs) or "
              "cpu (the CPUs this process may run on). Default: the visible GPUs, else 1."),
     _option("save_name", Optional[str], None, "--save-name", env="SAVE_NAME", show_default=False, fills=RESOLVED,
-        help="The save_name the script passes to UPA.perforate_model, relative to the working directory. [default: PAI]"),
+        help="The save_name the script passes to UPA.perforate_model, relative to the working directory. [default: "
+        "PAI]"),
     _option("gpus", Optional[str], None, "--gpus", env="GPUS", show_default=False, fills=RESOLVED,
         help="GPUs to use, e.g. 0,1,2 (sets CUDA_VISIBLE_DEVICES; the init run gets the first)."),
     _option("grace", float, 30.0, "--grace", env="GRACE", fills="grace",
@@ -101,7 +102,8 @@ OPTIONS: tuple[Declared, ...] = (
         fills=RESOLVED,
         help="Keep every rank's stdout/stderr of every generation in files under DIR."),
     _option("redirects", str, "0", "-r", "--redirects", env="REDIRECTS", fills=RESOLVED,
-        help="Keep these streams off the console, in the files --log-dir keeps only, as torchrun does: 0 none, 1 stdout, "
+        help="Keep these streams off the console, in the files --log-dir keeps only, as torchrun does: 0 none, 1 "
+        "stdout, "
              "2 stderr, 3 both, for every local rank (3) or rank by rank (0:1,1:2). Needs --log-dir."),
     _option("tee", str, "0", "-t", "--tee", env="TEE", fills=RESOLVED,
         help="Streams shown on the console and kept in files (torchrun's values, as --redirects); every stream is, "
@@ -112,7 +114,8 @@ OPTIONS: tuple[Declared, ...] = (
              "Default: every rank."),
     _option("log_line_prefix_template", Optional[str], None, "--log-line-prefix-template",
         "--log_line_prefix_template", env="LOG_LINE_PREFIX_TEMPLATE", show_default=False, fills=RESOLVED,
-        help="What starts each relayed line of a rank, as torchrun's template: ${rank}, ${local_rank}, ${role_name} and "
+        help="What starts each relayed line of a rank, as torchrun's template: ${rank}, ${local_rank}, ${role_name} "
+        "and "
              "${hostname} become the worker's, $$ is a literal $ (e.g. '[${hostname}:${rank}] '). "
              "Default: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else [rankN]: ([rankN nodeR]: on several machines)."),
     _option("poll", bool, False, "--poll", env="POLL", fills="poll",
@@ -125,7 +128,8 @@ OPTIONS: tuple[Declared, ...] = (
         help="Print the plan (commands, environment, directory) and start nothing."),
     _option("max_failures", Optional[int], None, "--max-failures", env="MAX_FAILURES", show_default=False,
         fills=RESOLVED,
-        help="Consecutive failed generations without a new switch file before giving up (exit 4). With --data-parallel, "
+        help="Consecutive failed generations without a new switch file before giving up (exit 4). With "
+        "--data-parallel, "
              "giving it allows retries (from the start). [default: 3]"),
     _option("max_dendrites", Optional[int], None, "--max-dendrites", env="MAX_DENDRITES", show_default=False,
         fills="max_dendrites",
@@ -178,7 +182,8 @@ OPTIONS: tuple[Declared, ...] = (
     _option("preload", Optional[str], None, "--preload", env="PRELOAD", show_default=False, fills="preload",
         convert=optionvalues.module_names,
         help="Modules the forkserver imports once for every warm worker, comma-separated (empty: none). Modules that "
-             "touch CUDA are refused by its self-check. [default: torch,torch.distributed,perforatedai.utils_perforatedai]"),
+             "touch CUDA are refused by its self-check. [default: "
+             "torch,torch.distributed,perforatedai.utils_perforatedai]"),
     _option("resume_from", Optional[str], None, "--resume-from", env="RESUME_FROM", show_default=False,
         fills="resume_from",
         help="What a restart resumes from, as the script loads it: switch (pass --pai_load_folder once SAVE holds a "
@@ -187,7 +192,8 @@ OPTIONS: tuple[Declared, ...] = (
     _option("restructure", str, "restart", "--restructure", env="RESTRUCTURE", fills="restructure",
         convert=optionvalues.word,
         help="What the workers do when PerforatedAI adds dendrites: restart (exit; the next generation resumes from "
-             "the switch file) or in-process (the script's training.after_restructure rebuilds DDP around the new model "
+             "the switch file) or in-process (the script's training.after_restructure rebuilds DDP around the new "
+             "model "
              "and trains on in the same processes; see docs/users/training-module.md)."),
     _option("no_doctor", bool, False, "--no-doctor", env="NO_DOCTOR", fills="doctor", convert=operator.not_,
         help="Skip checking the script with pai-launch doctor before the run."),

@@ -34,8 +34,10 @@ EPILOG = (
     "Example: pai-launch --nproc 8 train.py --epochs 100\n\n"
     "Exit codes: "
     + "; ".join(f"{code} {meaning}" for code, meaning in exitcodes.TABLE)
-    + ".\n\nEvery option but --fresh may also be set as PAI_LAUNCH_<NAME> in the environment (e.g. PAI_LAUNCH_NPROC=8); "
-    "the command line wins.\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and PAI_LAUNCH_GENERATION "
+    + ".\n\nEvery option but --fresh may also be set as PAI_LAUNCH_<NAME> in the environment (e.g. "
+    "PAI_LAUNCH_NPROC=8); "
+    "the command line wins.\n\nEvery process gets PAI_LAUNCH_RUN_ID (one id for the whole run) and "
+    "PAI_LAUNCH_GENERATION "
     "(0 for the init run, then 1, 2, ...).\n\n"
     "Tools: pai-launch doctor SCRIPT [--json] checks a script against the PerforatedAI DDP protocol; "
     "pai-launch status [SAVE] [--json] [--watch] [--timeline FILE.png] shows where a run stands; "
@@ -88,12 +90,14 @@ def _used_from_environment(ctx: typer.Context, pet: torchrun_flags.Read) -> torc
     nor the note on how it was read."""
     used = [param for param in pet.sources if ctx.get_parameter_source(param) == ParameterSource.DEFAULT_MAP]
     dropped = {"--" + param.replace("_", "-") for param in pet.sources if param not in used}
-    notes = [(event, fields) for event, fields in pet.notes if fields.get("as_option", " ").split(" ")[0] not in dropped]
+    notes = [(event, fields) for event, fields in pet.notes
+             if fields.get("as_option", " ").split(" ")[0] not in dropped]
     return torchrun_flags.Read({p: pet.options[p] for p in used}, {p: pet.sources[p] for p in used}, notes)
 
 
 def _taken(title: str, sources: dict[str, str], values: dict[str, object]) -> str | None:
-    """--dry-run's line naming the options that torchrun's flags or variables became: `--grace 5 (--shutdown-timeout)`."""
+    """--dry-run's line naming the options that torchrun's flags or variables became: `--grace 5
+    (--shutdown-timeout)`."""
     if not sources:
         return None
     return f"{title}: " + "; ".join(f"--{param.replace('_', '-')} {values[param]} ({source})"
@@ -172,5 +176,6 @@ def _internal_error(exc: Exception) -> int:
     except Exception:  # noqa: BLE001 - the exit code must still say what happened
         left = 0
     _error(f"internal error ({type(exc).__name__}: {exc}): a bug in pai-launch, exit code {exitcodes.INTERNAL_ERROR}"
-           + (f"; {left} process(es) it had started were killed" if left else "") + "; please report it with the traceback above")
+           + (f"; {left} process(es) it had started were killed" if left else "") + "; please report it with the "
+           "traceback above")
     return exitcodes.INTERNAL_ERROR

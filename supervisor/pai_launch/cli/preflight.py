@@ -72,7 +72,8 @@ def preflight(spec: LaunchSpec, *, chosen_nproc: int | None, env: dict[str, str]
 
 def check_machine(spec: LaunchSpec, *, env: dict[str, str], physical: int,
                   open_files: Callable[[], int | None] = capacity.open_files_limit) -> None:
-    """The spec against this machine: the script (module, program), the open-files limit, its GPUs, Slurm's tools, the modules to
+    """The spec against this machine: the script (module, program), the open-files limit, its GPUs, Slurm's tools, the
+    modules to
     preload, the metrics address, the folders to write, torch."""
     scriptfile.check_exists(spec, env)
     too_many = capacity.open_files_problem(spec.nproc, open_files())
@@ -81,11 +82,13 @@ def check_machine(spec: LaunchSpec, *, env: dict[str, str], physical: int,
     if spec.gpus is not None and physical:
         for item in spec.gpus:
             if item.isdigit() and int(item) >= physical:
-                raise PreflightError(f"--gpus names GPU {item} but this machine has {physical}: use indices 0..{physical - 1}")
+                raise PreflightError(f"--gpus names GPU {item} but this machine has {physical}: use indices "
+                                     f"0..{physical - 1}")
     visible = visible_gpus(env, spec.gpus, physical)
     if visible and not spec.data_parallel and spec.nproc > len(visible):
         raise PreflightError(
-            f"--nproc {spec.nproc} is more than the {len(visible)} visible GPU(s): lower --nproc or add GPUs with --gpus"
+            f"--nproc {spec.nproc} is more than the {len(visible)} visible GPU(s): lower --nproc or add GPUs with "
+            "--gpus"
         )
     if spec.requeue_on is not None and spec.nodes.coordinator and shutil.which("scontrol") is None:
         raise PreflightError("--requeue-on needs Slurm's scontrol, which is not on PATH: install slurm-client (in the "
@@ -101,7 +104,8 @@ def check_machine(spec: LaunchSpec, *, env: dict[str, str], physical: int,
         _check_writable_folder(spec.log_dir, "--log-dir")
     complete = savedir.marker_mtime(spec.save_dir) is not None and not spec.fresh
     if not complete and importlib.util.find_spec("torch") is None and not spec.dry_run:
-        raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this environment")
+        raise PreflightError(f"torch is not installed for {spec.python}: install it (pip install torch) in this "
+                             "environment")
 
 
 def _check_metrics_address(host: str, port: int) -> None:
@@ -119,7 +123,8 @@ def _check_metrics_address(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            raise PreflightError(f"--metrics-port {port} on {host}: {exc.strerror or exc}: choose another port") from None
+            raise PreflightError(f"--metrics-port {port} on {host}: {exc.strerror or exc}: choose another "
+                                 "port") from None
 
 
 def _check_writable_folder(folder: Path, option: str) -> None:

@@ -56,7 +56,8 @@ def check_exists(spec: LaunchSpec, env: dict[str, str]) -> None:
     if spec.runs_as == MODULE:
         if module_file(str(spec.script), spec.workdir) is None:
             raise PreflightError(f"-m {spec.script}: no such module from {spec.workdir} or this Python's path "
-                                 f"(a package needs a __main__.py): check the name, or give the script's path without -m")
+                                 "(a package needs a __main__.py): check the name, or give the script's path without "
+                                 "-m")
         return
     if spec.runs_as == PROGRAM:
         _check_program(spec, env)

@@ -107,12 +107,14 @@ def build(typed: CommandLine, host: Host) -> Built:
 #: A program that is not Python cannot be a fork of the agent's preloaded interpreter.
 COLD_PROGRAM = (log_events.TORCHRUN_FLAG_MAPPED, {
     "flag": "--no-python", "value": "1", "as_option": "--cold",
-    "why": "a program that is not Python cannot be forked from the agent's preloaded interpreter: its workers start cold"})
+    "why": "a program that is not Python cannot be forked from the agent's preloaded interpreter: its workers start "
+    "cold"})
 
 
 def runs_as(typed: CommandLine) -> str:
     if typed.module and typed.no_python:
-        raise PreflightError("-m/--module and --no-python cannot be used together (a module is run by python): drop one")
+        raise PreflightError("-m/--module and --no-python cannot be used together (a module is run by python): drop "
+                             "one")
     return MODULE if typed.module else PROGRAM if typed.no_python else SCRIPT
 
 
@@ -181,7 +183,8 @@ def _line_prefix_template(typed: CommandLine, env: Mapping[str, str]) -> str | N
     if given and typed.data_parallel:
         raise PreflightError("--log-line-prefix-template has no effect with --data-parallel (one process, no ranks): "
                              "drop it")
-    name, template = ("--log-line-prefix-template", given) if given else (TORCHELASTIC_TEMPLATE, env.get(TORCHELASTIC_TEMPLATE))
+    name, template = ("--log-line-prefix-template", given) if given else (TORCHELASTIC_TEMPLATE,
+                                                                          env.get(TORCHELASTIC_TEMPLATE))
     if not template or typed.data_parallel:
         return None
     why = lineprefix.problem(template)

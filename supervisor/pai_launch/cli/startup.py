@@ -61,7 +61,8 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
             for event, fields in notes:
                 log.warning(event, **fields)
             load = session.save_name if savedir.has_switches(session.save_dir) else None
-            for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(), resume_folder=load):
+            for line in plan.describe(spec, session.run_id, visible, env, needs_init=session.needs_init(),
+                                      resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
         world = make_world(spec, env, inbox)  # before the job's store: its processes are the run's to sweep
@@ -100,11 +101,14 @@ def _doctor_notes(spec: LaunchSpec, deadline: Deadline) -> tuple[str | None, lis
                     f"anyway, unchecked (details, with no time limit: {details}; --no-doctor skips the check)"})]
     except Exception as exc:  # noqa: BLE001 - whatever goes wrong in the checker, the run still starts
         if type(exc).__name__ == "DoctorError":  # the script cannot be read or parsed
-            return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc), "hint": "the script will likely fail to start"})]
-        return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": f"{type(exc).__name__}: {exc}", "hint": "a bug in the check; "
+            return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc), "hint": "the script will likely fail to "
+                                                            "start"})]
+        return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": f"{type(exc).__name__}: {exc}",
+                                                        "hint": "a bug in the check; "
                                                "skip it with --no-doctor"})]
     errors = [f for f in report.findings if f.severity == "error"]
-    notes = [(log_events.SCRIPT_PROBLEM, {"id": f.id, "path": f.path, "line": f.line, "problem": f.message, "fix": f.fix})
+    notes = [(log_events.SCRIPT_PROBLEM, {"id": f.id, "path": f.path, "line": f.line, "problem": f.message,
+                                          "fix": f.fix})
              for f in errors]
     if errors:
         notes.append((log_events.SCRIPT_CHECK, {

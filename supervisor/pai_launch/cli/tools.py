@@ -29,7 +29,8 @@ tools = typer.Typer(
 )
 
 
-@tools.command(epilog="Exit codes: 0 no errors (warnings allowed; with --fix/--diff: none left); 1 errors found (left); "
+@tools.command(epilog="Exit codes: 0 no errors (warnings allowed; with --fix/--diff: none left); 1 errors found "
+               "(left); "
                       "2 the script cannot be read or parsed, or bad usage; 3 --fix refused: a file to change has "
                       "uncommitted changes in git (--force).")
 def doctor(
@@ -41,7 +42,8 @@ def doctor(
     fix: Annotated[bool, typer.Option(
         "--fix", help="Make the fixes that have a mechanical edit in the files (each original kept as FILE.orig), "
                       "then say what is left and why.")] = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Print --fix's edits as a unified diff; change nothing.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print --fix's edits as a unified diff; change "
+                                       "nothing.")] = False,
     force: Annotated[bool, typer.Option(
         "--force", help="With --fix: also edit files with uncommitted changes in git.")] = False,
 ) -> int:
@@ -72,12 +74,15 @@ def status(
     save: Annotated[Optional[Path], typer.Argument(
         help="The save folder (default: PAI, or the folder pai-launch adopted here).", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
-    watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until the run ends or Ctrl-C.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Redraw every --interval seconds until the run ends or "
+                                        "Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between redraws with --watch.")] = 2.0,
     timeline: Annotated[Optional[Path], typer.Option(
-        "--timeline", show_default=False, help="Also draw the run (generations, gaps, failures, score) into FILE.png.")] = None,
+        "--timeline", show_default=False, help="Also draw the run (generations, gaps, failures, score) into "
+        "FILE.png.")] = None,
 ) -> int:
-    """Where a run stands, from its save folder's files: generations, dendrites, best score, failures, the supervisor."""
+    """Where a run stands, from its save folder's files: generations, dendrites, best score, failures, the
+    supervisor."""
     from pai_launch.status import gather as run_status
 
     bad = seconds.problem("--interval", interval) or (pathnames.problem("status", save) if save is not None else None) \

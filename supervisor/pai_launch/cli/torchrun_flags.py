@@ -47,7 +47,8 @@ class Rewritten:
 def rewrite(argv: list[str], own: OwnOptions, env: Mapping[str, str] = {}) -> Rewritten:
     """The command line with every torchrun option pai-launch does not declare turned into pai-launch's, placed
     before SCRIPT. A pai-launch option given explicitly wins over the one a torchrun flag would become; torchrun's
-    variables in `env` (PET_*) are read beside the flags, as torchrun reads them (--master-port with PET_MASTER_ADDR)."""
+    variables in `env` (PET_*) are read beside the flags, as torchrun reads them (--master-port with
+    PET_MASTER_ADDR)."""
     kept: list[str] = []
     given: dict[str, str] = {}
     spelled: dict[str, str] = {}

@@ -88,7 +88,8 @@ def _ignored(why: str, default: str | None = None) -> Rule:
     def rule(given: Given) -> Output:
         if default is not None and given.value.strip() == default:
             return Output()
-        return Output(notes=[(log_events.TORCHRUN_FLAG_IGNORED, {"flag": given.flag, "value": given.value, "why": why})])
+        return Output(notes=[(log_events.TORCHRUN_FLAG_IGNORED, {"flag": given.flag, "value": given.value,
+                                                                 "why": why})])
 
     return rule
 
@@ -162,7 +163,8 @@ def _rdzv_conf(given: Given) -> Output:
     except ValueError:
         wrong = True
     if wrong:
-        raise TorchrunFlagError(f"{given.flag} {key}={settings[key]} is not a number of seconds above 0 (at most a week): "
+        raise TorchrunFlagError(f"{given.flag} {key}={settings[key]} is not a number of seconds above 0 (at most a "
+                                "week): "
                                 f"give e.g. {key}=900")
     return Output({"rdzv_timeout": settings[key]})
 
@@ -188,7 +190,8 @@ def _signals_to_handle(given: Given) -> Output:
     unknown = [item for item in names if item not in HANDLED_SIGNALS]
     if unknown:
         raise TorchrunFlagError(f"{given.flag} names {unknown[0]}, which pai-launch does not handle: it "
-                                f"stops the run on SIGTERM, SIGINT, SIGHUP and SIGQUIT and forwards SIGUSR1 and SIGUSR2 "
+                                "stops the run on SIGTERM, SIGINT, SIGHUP and SIGQUIT and forwards SIGUSR1 and "
+                                "SIGUSR2 "
                                 f"to the workers; drop {unknown[0]}")
     if ",".join(names) == SIGNALS_DEFAULT:
         return Output()

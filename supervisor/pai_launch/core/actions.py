@@ -111,5 +111,6 @@ class Finish:
     reason: str
 
 
-Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun | ScheduleRetry | ReportStall
+Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun
+          | ScheduleRetry | ReportStall
           | ReportAgentHung | ReportRunaway | AnnounceStop | RecheckProgress | Finish)

@@ -183,7 +183,8 @@ class Resumed:
     last_write: float | None = None
 
 
-Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | AgentLeft | GenerationEnded | GenerationJoined
+Event = (Began | InitExited | SaveFolderAdopted | AdoptionRefused | AgentAnswered | AgentLeft | GenerationEnded
+         | GenerationJoined
          | GenerationRefused | JobStopSeen | JobStoreLost | MarkerAppeared | ProgressRechecked | Resumed | SaveActivity
          | SaveFolderLost
          | SignalReceived | Tick | WorkersLaunched | WorkersWaiting)

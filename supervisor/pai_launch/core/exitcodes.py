@@ -1,4 +1,5 @@
-"""The exit codes pai-launch documents, with what each means (docs/users/exit-codes.md and --help quote TABLE); the codes themselves
+"""The exit codes pai-launch documents, with what each means (docs/users/exit-codes.md and --help quote TABLE); the
+codes themselves
 are defined with the error class that carries one (wire.errors), which every process may import."""
 
 import signal

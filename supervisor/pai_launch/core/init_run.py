@@ -31,7 +31,8 @@ def on_init_exited(policy: Policy, state: State, event: InitExited) -> tuple[Sta
         reason = f"init run failed with {exitcodes.describe_returncode(event.returncode)}"
         return finish(state, exitcodes.INIT_FAILED, reason + failure_causes.summary(event.log_tail))
     if event.wrote_to is None:
-        reason = "init run exited 0 but wrote no array_dims.csv: the script must call GPA.pai_tracker.save_tracker_settings()"
+        reason = "init run exited 0 but wrote no array_dims.csv: the script must call " \
+            "GPA.pai_tracker.save_tracker_settings()"
         return finish(state, exitcodes.INIT_FAILED, reason)
     if event.wrote_to == state.save_name:
         return start_generation(replace(state, init_done=True), event.now)

@@ -51,7 +51,8 @@ from pai_launch.core.state import (  # noqa: F401 - the machine's vocabulary, re
 def start(*, save_name: str, generation: int = 0, failures: int = 0, init_done: bool = False,
           last_switch: str | None = None) -> State:
     """The first state; the counters and flags carry a previous pai-launch's record over (a resume)."""
-    return State(save_name=save_name, generation=generation, failures=failures, init_done=init_done, last_switch=last_switch)
+    return State(save_name=save_name, generation=generation, failures=failures, init_done=init_done,
+                 last_switch=last_switch)
 
 
 def step(policy: Policy, state: State, event: Event) -> tuple[State, list[Action]]:

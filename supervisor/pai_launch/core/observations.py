@@ -130,5 +130,6 @@ class ThreadFailed:
     traceback: str
 
 
-Observation = (SignalReceived | SaveWritten | RestructureRecorded | MarkerAppeared | ProcessExited | AgentReported | AgentJoined | AgentStarted
+Observation = (SignalReceived | SaveWritten | RestructureRecorded | MarkerAppeared | ProcessExited | AgentReported
+               | AgentJoined | AgentStarted
                | AgentTookRequest | AgentGone | AgentAnswered | ThreadFailed)

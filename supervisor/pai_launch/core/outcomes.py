@@ -108,7 +108,8 @@ def unloadable_switch(state: State, event: GenerationEnded, reached_training: bo
     suspect = (loaded, loading[0].signature())
     if state.load_suspect == suspect:
         line = failure_causes.explaining_line(loading[0].log_tail)
-        return loaded, f"rank {loading[0].rank} failed loading it twice the same way: {line}", replace(state, load_suspect=None)
+        return loaded, f"rank {loading[0].rank} failed loading it twice the same way: {line}", \
+            replace(state, load_suspect=None)
     return None, "", replace(state, load_suspect=suspect)
 
 

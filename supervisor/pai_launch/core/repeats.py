@@ -18,7 +18,8 @@ def retry_can_fix(failure: Failure) -> bool:
     """A failure that says nothing about the script, however often it repeats: the launcher lost one of the run's own
     private files (something cleaned the temporary folder), or pai-launch's own agent failed (it stopped answering,
     its forkserver died); the next generation gets new ones."""
-    return failure.cause is Cause.AGENT or (failure.cause is Cause.LAUNCHER and failure_causes.lost_private_file(failure.detail))
+    return failure.cause is Cause.AGENT or (failure.cause is Cause.LAUNCHER
+                                            and failure_causes.lost_private_file(failure.detail))
 
 
 def repeat_reason(policy: Policy, state: State, failure: Failure, reached_training: bool) -> str | None:
@@ -36,7 +37,8 @@ def repeat_reason(policy: Policy, state: State, failure: Failure, reached_traini
         if state.early_failure == failure.signature():
             return f"{desc} before training started, exactly as the attempt before: retrying cannot help"
         return None
-    if failure.cause is Cause.WORKER and state.trained_failure == failure.cause_signature() and not policy.retry_repeats:
+    if failure.cause is Cause.WORKER and state.trained_failure == failure.cause_signature() \
+            and not policy.retry_repeats:
         return (f"{desc} after training started, the same crash as the attempt before: retried once, not again "
                 f"(pass --max-failures N to retry it up to N times)")
     return None

@@ -15,12 +15,15 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
     """("generation_ended" | "generation_failed" | "generation_stopped", fields): a failure's root cause first, named
     by rank and exit. A generation ended by a stop that was asked for (a stop signal here, or the job stopped from
     another node) is stopped, not failed, whatever its workers' exits."""
-    fields = dict(generation=state.generation, duration_s=duration, complete=event.complete, switch_files=list(event.progressed))
+    fields = dict(generation=state.generation, duration_s=duration, complete=event.complete,
+                  switch_files=list(event.progressed))
     if event.stopped is not None:
-        return log_events.GENERATION_STOPPED, {**fields, "cause": event.stopped.reason, "reason": f"the job was stopped: {event.stopped.reason}",
+        return log_events.GENERATION_STOPPED, {**fields, "cause": event.stopped.reason, "reason": "the job was "
+                                               f"stopped: {event.stopped.reason}",
                                       **stop_fields(event)}
     if state.stopped_by is not None:
-        return log_events.GENERATION_STOPPED, {**fields, "cause": state.stopped_by, "reason": state.reason, **stop_fields(event)}
+        return log_events.GENERATION_STOPPED, {**fields, "cause": state.stopped_by, "reason": state.reason,
+                                               **stop_fields(event)}
     if event.fatal is not None:
         return log_events.GENERATION_FAILED, {**fields, "error": event.fatal}
     if event.complete or state.marker_seen:  # terminal: what came after the marker fails nothing (outcomes.py)
@@ -30,7 +33,8 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
     first = event.failures[0]
     if first.cause is Cause.WORKER:
         where = {} if first.node is None else {"node": first.node, "host": first.host}
-        return log_events.GENERATION_FAILED, {**fields, "rank": first.rank, **where, "exit": describe_returncode(first.returncode or 0),
+        return log_events.GENERATION_FAILED, {**fields, "rank": first.rank, **where,
+                                              "exit": describe_returncode(first.returncode or 0),
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "exit_codes": {str(f.rank): f.returncode for f in event.failures
                                                     if f.cause is Cause.WORKER and f.returncode is not None},
@@ -79,7 +83,8 @@ def dendrite_verdict(generation: int, before: int, after: int, files: tuple[str,
         return log_events.DENDRITES_ADDED, {**fields, "added": after - before}
     hint = ("PerforatedAI kept no new dendrite (the validation score did not improve with them) and wrote the switch "
             "file to go on from the model it kept")
-    return log_events.DENDRITES_REJECTED, {**fields, **({"taken_back": before - after} if after < before else {}), "hint": hint}
+    return log_events.DENDRITES_REJECTED, {**fields, **({"taken_back": before - after} if after < before else {}),
+                                           "hint": hint}
 
 
 def phase_status(state: State, policy: Policy, dendrites: int | None = None) -> str:

@@ -84,7 +84,8 @@ def _stop_on_signal(policy: Policy, state: State, event: SignalReceived) -> tupl
         if signum == signal.SIGINT:
             return kill(state)
         return state, []
-    return stop(policy, state, FORWARDED_AS.get(signum, signum), event.now, StopCause.SIGNAL, code, f"stopped by {name}")
+    return stop(policy, state, FORWARDED_AS.get(signum, signum), event.now, StopCause.SIGNAL, code,
+                f"stopped by {name}")
 
 
 def _stop_changed(state: State, **changes) -> State:
@@ -114,7 +115,8 @@ def on_store_lost(policy: Policy, state: State, event: JobStoreLost) -> tuple[St
     if state.phase in (*IDLE, Phase.STARTING):
         return finish(state, exitcodes.LAUNCHER_ERROR, event.reason)
     if state.phase in RUNNING:
-        return stop(policy, state, signal.SIGTERM, event.now, StopCause.STORE_LOST, exitcodes.LAUNCHER_ERROR, event.reason)
+        return stop(policy, state, signal.SIGTERM, event.now, StopCause.STORE_LOST, exitcodes.LAUNCHER_ERROR,
+                    event.reason)
     if stopping_to_retry(state):  # without the store there is nothing to retry with
         stopping = _stop_changed(state, cause=StopCause.STORE_LOST)
         return replace(stopping, exit_code=exitcodes.LAUNCHER_ERROR, reason=event.reason), []

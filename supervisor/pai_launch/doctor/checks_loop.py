@@ -229,7 +229,8 @@ def check_completion_order(flow: Flow) -> list[Finding]:
                             path=first.path)]
     else:
         rewrapped = flow.calls(names.is_ddp)  # DDP built again in the branch: in process on purpose (checks_rewrap)
-        staying = [(n, e) for n, e in restructure if in_ddp(e) and e.under(n) and not any(w.under(n) for w in rewrapped)]
+        staying = [(n, e) for n, e in restructure if in_ddp(e) and e.under(n)
+                   and not any(w.under(n) for w in rewrapped)]
         if staying:
             node, first = staying[0]
             return [Finding("restructure-no-exit", WARNING, node.lineno,

@@ -1,4 +1,5 @@
-"""The protocol's start-up half: the two flags, prompt-free settings, perforate_model in turn, the resume load before the optimizer, the tracker's optimizer, and
+"""The protocol's start-up half: the two flags, prompt-free settings, perforate_model in turn, the resume load before
+the optimizer, the tracker's optimizer, and
 DistributedDataParallel's flags.
 
 Each check takes the walked Flow and returns Findings; none has side effects.
@@ -237,7 +238,8 @@ def check_ddp_flags(flow: Flow) -> list[Finding]:
                                  "leaves parameters out of the graph and DDP's reducer raises on the next step",
                                  "DistributedDataParallel(model, ..., find_unused_parameters=True, "
                                  "broadcast_buffers=False)", path=event.path))
-        if _flag(event, "broadcast_buffers") is True and not any(k.arg == "forward_sync_buffers" for k in event.node.keywords):
+        if _flag(event, "broadcast_buffers") is True and not any(k.arg == "forward_sync_buffers"
+                                                                 for k in event.node.keywords):
             found.append(Finding("ddp-broadcast-buffers", ERROR, event.line,
                                  "DistributedDataParallel broadcasts buffers (broadcast_buffers=True is the default): "
                                  "PerforatedAI's tracker buffer differs in length per rank and gloo/nccl abort with a "

@@ -46,7 +46,8 @@ def check_script(path: str | Path, *, expected_save_name: str | None = None, scr
                  deadline: Deadline = UNLIMITED) -> Report:
     """The findings for one script. `expected_save_name`: pai-launch's --save-name; a readable save folder that
     differs is a finding. `script_args`: the arguments the script runs with (a launch's), to read the save folder
-    from its own option; without them such a folder is a note, not a finding. Raises DoctorError when the script cannot be read or parsed (a project file it imports
+    from its own option; without them such a folder is a note, not a finding. Raises DoctorError when the script cannot
+    be read or parsed (a project file it imports
     that cannot be read is skipped, with a note), OutOfTime once `deadline` passes."""
     project = Project(path, deadline)
     flow = walk(project)

@@ -199,7 +199,8 @@ EXITS = ("sys.exit", "exit", "quit", "os._exit")
 
 #: Each statement the walk reads and the StatementWalk method that reads it (any other is passed over).
 STATEMENTS = {
-    ast.FunctionDef: StatementWalk.define, ast.AsyncFunctionDef: StatementWalk.define, ast.ClassDef: StatementWalk.define,
+    ast.FunctionDef: StatementWalk.define, ast.AsyncFunctionDef: StatementWalk.define,
+    ast.ClassDef: StatementWalk.define,
     ast.Import: StatementWalk.import_, ast.ImportFrom: StatementWalk.import_,
     ast.Expr: StatementWalk.expression,
     ast.Assign: StatementWalk.assign, ast.AnnAssign: StatementWalk.assign, ast.AugAssign: StatementWalk.assign,

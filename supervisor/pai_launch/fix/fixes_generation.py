@@ -165,7 +165,8 @@ def fix_marker(module: cst.Module, ctx: FixContext) -> cst.Module:
 def _generation_end(wanted: str) -> Fixer:
     def fix(module: cst.Module, ctx: FixContext) -> cst.Module:
         tree = loc.read(module)
-        here = [n for n in tree.position if isinstance(n, cst.SimpleStatementLine) and loc.line(tree, n) == ctx.finding.line
+        here = [n for n in tree.position if isinstance(n, cst.SimpleStatementLine) and loc.line(tree, n)
+                == ctx.finding.line
                 and isinstance(tree.parent.get(n), loc.BLOCKS)]
         leave = loc.only(here, f"statement on line {ctx.finding.line}")
         before = loc.sibling(tree, leave, -1)
@@ -197,7 +198,8 @@ def fix_resume(module: cst.Module, ctx: FixContext) -> cst.Module:
     call = loc.only(loc.calls(tree, lambda c: loc.tail(c) in loc.PERFORATE), "perforate_model() calls in the file")
     stmt = loc.statement(tree, call)
     small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)):
         raise Unfixable("perforate_model's result is not assigned to one name")
     model = small.targets[0].target.value
     built = loc.calls(tree, lambda c: loc.tail(c) == "setup_optimizer" and loc.scope(tree, c) is loc.scope(tree, stmt))

@@ -109,7 +109,8 @@ def add_globals_import(tree: cst.Tree) -> libcst.Module:
                and any(isinstance(small, (libcst.Import, libcst.ImportFrom)) for small in s.body)]
     if not imports:
         raise Unfixable("the file has no top-level import to put the globals_perforatedai import beside")
-    ours = [s for s in imports if any(word in libcst.Module([]).code_for_node(s) for word in ("perforatedai", "pai_launch"))]
+    ours = [s for s in imports if any(word in libcst.Module([]).code_for_node(s)
+                                      for word in ("perforatedai", "pai_launch"))]
     anchor = ours[0] if ours else imports[-1]
     return cst.insert_after(tree, anchor, cst.statement_line(GLOBALS_IMPORT))
 

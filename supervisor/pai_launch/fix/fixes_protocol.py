@@ -259,7 +259,8 @@ def fix_init_before_backward(module: cst.Module, ctx: FixContext) -> cst.Module:
     moved = block.with_changes(leading_lines=())
     module = loc.insert(module, tree, back, [moved], after=True)
     tree = loc.read(module)
-    first = min((n for n in tree.position if isinstance(n, cst.If) and n.deep_equals(block)), key=lambda n: loc.line(tree, n))
+    first = min((n for n in tree.position if isinstance(n, cst.If) and n.deep_equals(block)),
+                key=lambda n: loc.line(tree, n))
     parent = tree.parent[first]
     body = [s for s in parent.body if s is not first]
     return module.deep_replace(parent, parent.with_changes(body=body))

@@ -65,7 +65,8 @@ def fix_flag(module: libcst.Module, ctx: FixContext) -> libcst.Module:
         call = spelled[0]
         if flag in _strings(call):
             return module
-        last = max(n for n, arg in enumerate(call.args) if arg.keyword is None and isinstance(arg.value, libcst.SimpleString))
+        last = max(n for n, arg in enumerate(call.args) if arg.keyword is None
+                   and isinstance(arg.value, libcst.SimpleString))
         alias = libcst.Arg(libcst.SimpleString(f'"{flag}"'))
         args = list(call.args)
         if isinstance(args[last].comma, libcst.Comma):

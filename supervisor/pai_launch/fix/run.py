@@ -75,7 +75,8 @@ def summary(fixed: int, left: Report, diff: bool) -> str:
     errors = sum(f.severity == ERROR for f in left.findings)
     warnings = len(left.findings) - errors
     done = f"{fixed} {'fix' if fixed == 1 else 'fixes'}{' to make' if diff else ' made'}" if fixed else "nothing to fix"
-    rest = ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((errors, "error"), (warnings, "warning")) if n)
+    rest = ", ".join(f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((errors, "error"), (warnings, "warning"))
+                     if n)
     return f"{done}; {rest + ' left' if rest else 'no problems left'}"
 
 

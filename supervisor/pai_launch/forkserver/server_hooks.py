@@ -1,7 +1,8 @@
 """Imported last by the agent's forkserver, after the preloaded modules; and the self-check's probe.
 
 On import, in the server: die with the agent (SIGKILL when the agent's main thread, which started the server, is
-gone; the workers die with the server in turn), ignore SIGUSR1/2 (meant for the workers), record each worker's exit status as the server reaps it, then move
+gone; the workers die with the server in turn), ignore SIGUSR1/2 (meant for the workers), record each worker's exit
+status as the server reaps it, then move
 everything preloaded into the garbage collector's permanent generation, so that forked workers do not touch (and
 copy) those pages when they collect.
 

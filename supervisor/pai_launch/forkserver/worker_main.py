@@ -34,7 +34,8 @@ def run_script(spec: dict) -> None:
     """The entry function torch calls in each forked worker; `spec` comes from warmpool.worker_spec."""
     server = sys.modules.get("pai_launch.forkserver.server_hooks")
     if server is not None:
-        os.waitpid = server.REAL_WAITPID  # the server's recording wrapper (server_hooks.record_exits) is not the script's
+        os.waitpid = server.REAL_WAITPID  # the server's recording wrapper (server_hooks.record_exits) is not the
+        # script's
     _detach(spec["server_pid"])
     _restore_environment(spec["env"], spec["server_env"])
     os.chdir(spec["cwd"])

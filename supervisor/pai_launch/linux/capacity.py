@@ -37,7 +37,8 @@ def cores_warning(nproc: int, cores: int) -> dict | None:
     if nproc <= cores:
         return None
     return {"nproc": nproc, "cores": cores,
-            "hint": f"more workers than CPU cores slows every one of them down: without GPUs, give at most --nproc {cores}"}
+            "hint": "more workers than CPU cores slows every one of them down: without GPUs, give at most --nproc "
+            f"{cores}"}
 
 
 def open_files_limit() -> int | None:

@@ -77,7 +77,8 @@ def resolve(options: PlaceOptions, env: dict[str, str], visible: tuple[str, ...]
         place = _nodes(nnodes or "1", int(node_rank or 0), endpoint, rdzv_id, options.rdzv_timeout, local_addr)
     except nodes.NodesError as exc:
         raise _by_variable(exc, placement, from_platform, env) from None
-    return Place(place, nproc, requeue_signal(options.requeue_on, allocation), allocation, used, placement, from_platform)
+    return Place(place, nproc, requeue_signal(options.requeue_on, allocation), allocation, used, placement,
+                 from_platform)
 
 
 def _by_variable(exc: nodes.NodesError, placement: platforms.Placement | None, taken: list[str],
@@ -138,7 +139,8 @@ def _allocation(use_slurm: bool | None, env: dict[str, str], *, nnodes_given: bo
     allocation = slurm.from_env(env)
     if allocation is None:
         if use_slurm:
-            raise PreflightError("--slurm is given but SLURM_JOB_ID is not set: run inside a Slurm job, or drop --slurm")
+            raise PreflightError("--slurm is given but SLURM_JOB_ID is not set: run inside a Slurm job, or drop "
+                                 "--slurm")
         return None
     if not nnodes_given:
         slurm.check_one_task_per_node(allocation, env)
@@ -174,7 +176,8 @@ def requeue_signal(name: str | None, allocation: slurm.SlurmAllocation | None) -
     if signum not in exitcodes.HANDLED_SIGNALS or signum == signal.SIGINT:
         raise PreflightError(f"--requeue-on {name!r}: give USR1, USR2, TERM or HUP (the signal sbatch --signal sends)")
     if allocation is None:
-        raise PreflightError("--requeue-on works inside a Slurm job (SLURM_JOB_ID is not set): drop it, or submit with sbatch")
+        raise PreflightError("--requeue-on works inside a Slurm job (SLURM_JOB_ID is not set): drop it, or submit with "
+                             "sbatch")
     return int(signum)
 
 

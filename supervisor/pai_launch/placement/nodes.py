@@ -104,7 +104,8 @@ def parse_endpoint(text: str) -> tuple[str, int]:
 def check(nodes: Nodes, *, endpoint_given: bool) -> None:
     """The combination makes sense (NodesError names the first problem)."""
     if not 0 <= nodes.node_rank < nodes.max_nodes:
-        raise NodesError(f"--node-rank {nodes.node_rank} is outside --nnodes {nodes.max_nodes}: give 0..{nodes.max_nodes - 1}")
+        raise NodesError(f"--node-rank {nodes.node_rank} is outside --nnodes {nodes.max_nodes}: give "
+                         f"0..{nodes.max_nodes - 1}")
     timeout_problem = seconds.problem("--rdzv-timeout", nodes.rdzv_timeout)
     if timeout_problem:
         raise NodesError(timeout_problem)

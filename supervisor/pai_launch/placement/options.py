@@ -28,7 +28,8 @@ def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
         if name in RESERVED_SCRIPT_FLAGS:
             raise PreflightError(f"remove {name} from the script's arguments: pai-launch adds it itself when needed")
     if spec.nproc < 1:
-        raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc 2")
+        raise PreflightError(f"--nproc {spec.nproc} is less than 1: give the number of worker processes, e.g. --nproc "
+                             "2")
     if spec.data_parallel and chosen_nproc not in (None, 1):
         raise PreflightError("--nproc has no effect with --data-parallel (one process uses every GPU): drop --nproc")
     for flag, limit in (("--max-dendrites", spec.max_dendrites), ("--max-generations", spec.max_generations)):
@@ -36,14 +37,17 @@ def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
             raise PreflightError(f"{flag} {limit} is less than 1: give a whole number of 1 or more, or leave it out "
                                  "for no limit")
     if spec.max_failures < 1:
-        raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to allow, e.g. 3")
+        raise PreflightError(f"--max-failures {spec.max_failures} is less than 1: give how many failed generations to "
+                             "allow, e.g. 3")
     if spec.backoff_max < spec.backoff:
-        raise PreflightError(f"--backoff {spec.backoff:g} / --backoff-max {spec.backoff_max:g}: give 0 <= --backoff <= --backoff-max")
+        raise PreflightError(f"--backoff {spec.backoff:g} / --backoff-max {spec.backoff_max:g}: give 0 <= --backoff <= "
+                             "--backoff-max")
     if spec.nodes.multi:
         if spec.data_parallel:
             raise PreflightError("--data-parallel runs one process on one machine: drop it or drop --nnodes")
         if spec.fresh and not spec.nodes.coordinator:
-            raise PreflightError("--fresh is node 0's to give (it moves the shared save folder aside): drop it on this node")
+            raise PreflightError("--fresh is node 0's to give (it moves the shared save folder aside): drop it on this "
+                                 "node")
     if spec.preload is not None:
         if spec.runs_as == PROGRAM:
             raise PreflightError("--preload has no effect with --no-python (a program that is not Python starts "
@@ -52,7 +56,8 @@ def check(spec: LaunchSpec, *, chosen_nproc: int | None) -> None:
             raise PreflightError("--preload has no effect with --cold (no forkserver): drop one of them")
         for name in spec.preload:
             if not all(part.isidentifier() for part in name.split(".")) or name.startswith("__"):
-                raise PreflightError(f"--preload {name!r} is not a module name: give importable names, e.g. torch,numpy")
+                raise PreflightError(f"--preload {name!r} is not a module name: give importable names, e.g. "
+                                     "torch,numpy")
     if spec.restructure not in RESTRUCTURE_MODES:
         raise PreflightError(f"--restructure {spec.restructure!r} is unknown: use restart (workers exit and are "
                              "started again) or in-process (the script calls training.after_restructure)")
@@ -82,7 +87,8 @@ def _check_save_name(spec: LaunchSpec) -> None:
     script and everything beside it aside), and its name prints on one line."""
     name = spec.save_name
     if any(ord(char) < 32 or ord(char) == 127 for char in name):
-        raise PreflightError(f"--save-name {name!r} holds a control character: give a plain folder name, e.g. --save-name PAI")
+        raise PreflightError(f"--save-name {name!r} holds a control character: give a plain folder name, e.g. "
+                             "--save-name PAI")
     folder = posixpath.normpath(spec.workdir / name)
     workdir = posixpath.normpath(spec.workdir)
     if not name or folder == workdir or workdir.startswith(folder.rstrip("/") + "/"):

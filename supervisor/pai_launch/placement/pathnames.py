@@ -20,7 +20,8 @@ def problem(what: str, path: str | PurePath) -> str | None:
     text = str(path)
     encoded = text.encode("utf-8", "surrogateescape")  # as the file system sees it
     if len(encoded) >= PATH_MAX:
-        return f"{what} {_shown(text)} is {len(encoded)} bytes long, more than a path may be ({PATH_MAX - 1}): give a shorter path"
+        return f"{what} {_shown(text)} is {len(encoded)} bytes long, more than a path may be ({PATH_MAX - 1}): give " \
+            "a shorter path"
     for part in encoded.split(b"/"):
         if len(part) > NAME_MAX:
             name = _shown(part.decode("utf-8", "surrogateescape"))

@@ -35,7 +35,8 @@ def parse_streams(option: str, text: str) -> dict[int | None, tuple[str, ...]]:
 def _streams(option: str, value: str) -> tuple[str, ...]:
     value = value.strip()
     if not _natural(value) or int(value) not in STREAMS:
-        raise PreflightError(f"{option} {value!r} is not 0, 1, 2 or 3 (none, stdout, stderr, both): give e.g. {option} 3")
+        raise PreflightError(f"{option} {value!r} is not 0, 1, 2 or 3 (none, stdout, stderr, both): give e.g. {option} "
+                             "3")
     return STREAMS[int(value)]
 
 
@@ -54,7 +55,8 @@ def _within(option: str, text: str, ranks, nproc: int) -> None:
     """PreflightError for a local rank this machine does not run (its workers are 0..nproc-1)."""
     beyond = sorted(rank for rank in ranks if rank is not None and rank >= nproc)
     if beyond:
-        raise PreflightError(f"{option} {text!r} names local rank {beyond[0]}, but this machine runs {nproc} worker(s), "
+        raise PreflightError(f"{option} {text!r} names local rank {beyond[0]}, but this machine runs {nproc} "
+                             "worker(s), "
                              f"local ranks 0..{nproc - 1}: name ranks below {nproc}")
 
 

@@ -82,7 +82,8 @@ class LaunchSpec:
     #: --max-failures names a budget: DataParallel runs are retried only then, and a crash that repeats after training
     #: started is retried up to it, not only once.
     retries_requested: bool = False
-    #: --max-dendrites / --max-generations: the run stops (exit 0) at this many dendrites or generations; None: no limit.
+    #: --max-dendrites / --max-generations: the run stops (exit 0) at this many dendrites or generations; None: no
+    #: limit.
     max_dendrites: int | None = None
     max_generations: int | None = None
     backoff: float = 1.0

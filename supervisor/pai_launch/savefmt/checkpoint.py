@@ -84,7 +84,8 @@ def _safetensors_problem(path: Path, size: int) -> str | None:
         if name == "__metadata__":
             continue
         offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):  # a bool is no offset
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):  # a bool is
+            # no offset
             return f"tensor {name!r} has no valid data_offsets"
         begin, end = offsets
         if not 0 <= begin <= end <= data_len:

@@ -32,7 +32,8 @@ class LockHeld(StateError):
 
 
 def flock_holders(proc_locks: str, device: int, inode: int) -> list[int]:
-    """PIDs holding an flock on (device, inode), from /proc/locks' text ("1: FLOCK ADVISORY WRITE 15005 fe:00:2146539 0 EOF")."""
+    """PIDs holding an flock on (device, inode), from /proc/locks' text ("1: FLOCK ADVISORY WRITE 15005 fe:00:2146539 0
+    EOF")."""
     want = f"{os.major(device):02x}:{os.minor(device):02x}:{inode}"
     pids = []
     for line in proc_locks.splitlines():
@@ -45,7 +46,8 @@ def flock_holders(proc_locks: str, device: int, inode: int) -> list[int]:
 
 
 def held_message(save_dir: Path, lock_path: Path, written: str, holders: list[int] | None) -> str:
-    """Why the flock was refused (pure). `written`: the PID the file holds; `holders`: the PIDs /proc/locks shows holding
+    """Why the flock was refused (pure). `written`: the PID the file holds; `holders`: the PIDs /proc/locks shows
+    holding
     it (None: /proc/locks could not be read). A PID is named as the holder only when the kernel shows it holding."""
     visible = [pid for pid in holders or [] if pid > 0]
     if written.isdigit() and int(written) in visible:

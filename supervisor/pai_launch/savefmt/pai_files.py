@@ -83,8 +83,10 @@ def infer_direction(series: list[tuple[int, float]], maximizing: object, config_
                     arch_text: str | None, first_switch: int | None) -> tuple[str | None, str]:
     """("maximizing" | "minimizing" | None, how that was decided)."""
     if isinstance(maximizing, bool):
-        return ("maximizing" if maximizing else "minimizing"), f"{config_name} says maximizing_score {str(maximizing).lower()}"
-    if arch_text and first_switch is not None:  # PerforatedAI's best score of the first architecture is its min or its max
+        return ("maximizing" if maximizing
+                else "minimizing"), f"{config_name} says maximizing_score {str(maximizing).lower()}"
+    if arch_text and first_switch is not None:  # PerforatedAI's best score of the first architecture is its min or its
+        # max
         arch = [v for v in (_float(row[1]) for row in rows(arch_text) if len(row) >= 2) if v is not None]
         before = [score for epoch, score in series if epoch <= first_switch]
         if arch and before and min(before) != max(before):
@@ -259,7 +261,8 @@ def dendrites_and_best(save: Path) -> tuple[int | None, float | None]:
             for key in ("_config.json", "Scores.csv", "param_counts.csv", "switch_epochs.csv", "_best_arch_scores.csv")}
     config = config_facts(read["_config.json"])
     epochs = switch_epochs(read["switch_epochs.csv"] or "")
-    numbers = sorted(n for n in (savedir.switch_number(name) for name in savedir.snapshot_switches(save)) if n is not None)
+    numbers = sorted(n for n in (savedir.switch_number(name) for name in savedir.snapshot_switches(save))
+                     if n is not None)
     found = dendrites(read["param_counts.csv"], read["switch_epochs.csv"], numbers, param_counts_name="",
                       switch_epochs_name="", limit=dendrite_limit(names, read["_config.json"]))
     best = scores(read["Scores.csv"], "", maximizing=config.get("maximizing_score"), config_name="",

@@ -56,7 +56,8 @@ def peer_of(address: str, *, tries: int = _REFUSED_TRIES) -> Peer | None:
             probe.settimeout(1.0)
             try:
                 probe.connect(address)
-                pid, uid, _ = _CREDENTIALS.unpack(probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+                pid, uid, _ = _CREDENTIALS.unpack(probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                   _CREDENTIALS.size))
                 return Peer(pid, uid)
             except ConnectionRefusedError:
                 attempt += 1
@@ -96,7 +97,8 @@ class PathLock:
             if trusted(peer, os.geteuid()) and peer.pid:
                 raise LockHeld.by(self.save_dir, str(peer.pid)) from None
             if trusted(peer, os.geteuid()):
-                raise LockHeld(f"another pai-launch in another PID namespace or container is running on {self.save_dir}: "
+                raise LockHeld("another pai-launch in another PID namespace or container is running on "
+                               f"{self.save_dir}: "
                                "wait for it or stop it") from None
             self.squatter, self.squatted = peer, True
             return

@@ -108,11 +108,13 @@ def carried_history(previous: RunRecord | None) -> list:
 
 def fingerprint(script: Path, script_args: tuple[str, ...], nproc: int) -> dict:
     """What makes a restart 'the same run': the command and the launcher that ran it."""
-    return {"script": str(script.resolve()), "script_args": list(script_args), "nproc": nproc, "pai_launch": __version__}
+    return {"script": str(script.resolve()), "script_args": list(script_args), "nproc": nproc,
+            "pai_launch": __version__}
 
 
 def fingerprint_differences(old: dict, new: dict) -> list[str]:
-    return [f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    return [f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in sorted(set(old) | set(new)) if old.get(key)
+            != new.get(key)]
 
 
 class RecordStore:
@@ -137,7 +139,8 @@ class RecordStore:
         except (safeopen.WrongKind, safeopen.TooLarge) as exc:
             self._refuse(exc.strerror, move_bad)
         except OSError as exc:
-            raise StateError(f"{self.state_path} cannot be read ({exc.strerror or exc}): check its permissions") from exc
+            raise StateError(f"{self.state_path} cannot be read ({exc.strerror or exc}): check its "
+                             "permissions") from exc
         except ValueError:
             self._refuse("is not valid JSON", move_bad)
         problem = record_problem(data)

@@ -89,7 +89,8 @@ def find_init_outputs(root: Path, since: float) -> list[Path]:
     for current, dirs, files in os.walk(root):
         here = Path(current)
         dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS and len(here.parts) - root_depth < _SEARCH_DEPTH
+            d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS and len(here.parts) - root_depth
+            < _SEARCH_DEPTH
         )
         if INIT_OUTPUT in files:
             try:
@@ -143,7 +144,8 @@ def space_problem(folder: Path) -> str | None:
     less than MIN_FREE_BYTES free; None when it has room (or cannot be read: the writes will say why)."""
     available = free_bytes(folder)
     if available is not None and available < MIN_FREE_BYTES:
-        return (f"the disk holding {folder} is full: {available // 1024} KiB free, at least {MIN_FREE_BYTES // 1024} KiB "
+        return (f"the disk holding {folder} is full: {available // 1024} KiB free, at least {MIN_FREE_BYTES // 1024} "
+                "KiB "
                 f"needed: free some space there, or give --save-name a folder on another disk")
     return None
 

@@ -1,4 +1,5 @@
-"""SAVE/.pai-launch, pai-launch's own folder in the save folder: made by the running user, and used only when it is theirs.
+"""SAVE/.pai-launch, pai-launch's own folder in the save folder: made by the running user, and used only when it is
+theirs.
 
 Another local user who could plant a symbolic link there, or make the folder before us, could have pai-launch (often
 root, under systemd) truncate, append to or move files it never meant to touch. So the folder is opened without
@@ -55,7 +56,8 @@ def _refuse_link(path: Path) -> UnsafeStateDir:
     try:
         st = os.lstat(path)
     except OSError as exc:
-        return UnsafeStateDir(f"{path} cannot be opened as a folder ({exc.strerror}): check the save folder {path.parent}")
+        return UnsafeStateDir(f"{path} cannot be opened as a folder ({exc.strerror}): check the save folder "
+                              f"{path.parent}")
     return UnsafeStateDir(problem(path, st, os.geteuid(), want_dir=True)
                           or f"{path} changed while pai-launch opened it: check who else writes into the save folder")
 

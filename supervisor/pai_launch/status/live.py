@@ -73,7 +73,8 @@ def process_facts(pid: int) -> dict | None:
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
-            return {"alive": proc.status() != psutil.STATUS_ZOMBIE, "cmdline": proc.cmdline(), "create_time": proc.create_time()}
+            return {"alive": proc.status() != psutil.STATUS_ZOMBIE, "cmdline": proc.cmdline(),
+                    "create_time": proc.create_time()}
     except psutil.Error:
         return None
 

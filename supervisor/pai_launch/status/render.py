@@ -90,7 +90,8 @@ def _score_lines(status: RunStatus) -> list[str]:
         return [f"best score:  direction {s.direction_how}; lowest {_score(low[1])} (epoch {low[0]}), highest "
                 f"{_score(high[1])} (epoch {high[0]}), last {_score(s.last)}"]
     trend = f"; {s.trend}: {s.trend_detail}" if s.trend else ""
-    return [f"best score:  {_score(s.best)} at epoch {s.best_epoch} ({len(s.epochs)} epochs, last {_score(s.last)}){trend}",
+    return [f"best score:  {_score(s.best)} at epoch {s.best_epoch} ({len(s.epochs)} epochs, last "
+            f"{_score(s.last)}){trend}",
             f"             {s.direction} ({s.direction_how}; from {s.source})"]
 
 
@@ -101,9 +102,11 @@ def _generation_lines(status: RunStatus) -> list[str]:
         how = "times from file dates" if init.inferred else (init.exit or "running")
         tries = f", attempt {init.attempts}" if init.attempts > 1 else ""
         lines.append(f"  init run      {_clock(init.started)}  {duration(init.duration):>10}  {how}{tries}")
-    previous_end = init.started + init.duration if init and init.started is not None and init.duration is not None else None
+    previous_end = init.started + init.duration if init and init.started is not None and init.duration is not None \
+        else None
     for g in status.generations:
-        if previous_end is not None and g.started is not None and g.started - previous_end >= GAP_SHOWN and not g.inferred:
+        if previous_end is not None and g.started is not None and g.started - previous_end >= GAP_SHOWN \
+                and not g.inferred:
             lines.append(f"                {'':8}  {duration(g.started - previous_end):>10}  (restart gap)")
         length = duration(g.duration) if g.duration is not None else (
             f"{duration(status.now - g.started)}+" if g.outcome == "running" and g.started is not None else "?")
@@ -139,7 +142,8 @@ def render_text(status: RunStatus) -> str:
              f"dendrites:   {_dendrite_line(status)}",
              *_score_lines(status)]
     restarts = len(status.sessions) - 1
-    lines.append(f"failures:    {status.failures} failed generation(s), {status.retries} retr{'y' if status.retries == 1 else 'ies'}"
+    lines.append(f"failures:    {status.failures} failed generation(s), {status.retries} "
+                 f"retr{'y' if status.retries == 1 else 'ies'}"
                  + (f", {restarts} resume(s) of pai-launch" if restarts > 0 else ""))
     source = " (inferred from PerforatedAI's files)" if status.source == "perforatedai" and status.generations else ""
     if status.earlier:
@@ -147,7 +151,8 @@ def render_text(status: RunStatus) -> str:
         ended = (last.get("last_exit") or {}).get("code")
         lines.append(f"invocations: {len(status.earlier) + 1} (each with its own failure budget; the one before ended "
                      f"with exit {'?' if ended is None else ended} after {last.get('failures', '?')} failed "
-                     f"generation(s) in a row; this one: {status.budget_used if status.budget_used is not None else '?'})")
+                     "generation(s) in a row; this one: "
+                     f"{status.budget_used if status.budget_used is not None else '?'})")
     lines.append(f"generations: {len(status.generations)}{source}")
     lines += _generation_lines(status)
     if status.problems:

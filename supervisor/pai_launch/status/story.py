@@ -214,7 +214,8 @@ class Story:
 
     def on_init_output_tail(self, event: dict, now: float | None, session: Session) -> None:
         """The tail as a problem line of its own; the init failure's line gets what explains it."""
-        self.history.problems.append(Problem(now, "init_output_tail", problem_text(event, PROBLEM_EVENTS["init_output_tail"])))
+        self.history.problems.append(Problem(now, "init_output_tail",
+                                             problem_text(event, PROBLEM_EVENTS["init_output_tail"])))
         tail = str(event.get("tail") or "")
         failed = [p for p in self.history.problems if p.kind == "init_failed"]
         if failed and tail.strip() and "last log line" not in failed[-1].text:
@@ -222,7 +223,8 @@ class Story:
 
     def on_retry_scheduled(self, event: dict, now: float | None, session: Session) -> None:
         self.history.retries += 1
-        self.history.problems.append(Problem(now, "retry_scheduled", problem_text(event, PROBLEM_EVENTS["retry_scheduled"])))
+        self.history.problems.append(Problem(now, "retry_scheduled",
+                                             problem_text(event, PROBLEM_EVENTS["retry_scheduled"])))
 
     def on_run_finished(self, event: dict, now: float | None, session: Session) -> None:
         session.ended = now

@@ -127,7 +127,8 @@ def _doing_now(status: RunStatus, facts: Facts) -> str:
         return f"stopping: {session.signal} received"
     init = status.init
     if init is not None and init.exit is None and init.started is not None and (
-            not status.generations or status.generations[-1].started is None or status.generations[-1].started < init.started):
+            not status.generations or status.generations[-1].started is None or status.generations[-1].started
+            < init.started):
         return f"init run (--perforate_model_parallel), running for {ago(now, init.started)}"
     current = status.generations[-1] if status.generations else None
     if current is not None and current.outcome == RUNNING:
@@ -149,6 +150,7 @@ def _files_only_state(status: RunStatus, facts: Facts) -> None:
         status.state, status.phase = "not started", "no init run and no generation yet"
         return
     status.ended = _first(facts.latest_time) if facts.latest_time is not None else None
-    status.phase = ("no pai-launch ran this folder, so whether training goes on cannot be told: PerforatedAI last wrote "
+    status.phase = ("no pai-launch ran this folder, so whether training goes on cannot be told: PerforatedAI last "
+                    "wrote "
                     f"latest.pt {ago(facts.now, facts.latest_time)} ago" if facts.latest_time is not None else
                     "no pai-launch ran this folder; no epoch was saved yet")

@@ -18,7 +18,8 @@ from pai_launch.savefmt.savedir import switch_number
 from pai_launch.status.model import COMPLETE, FAILED, REJECTED, RESTRUCTURED, RUNNING, STOPPED, RunStatus, StatusError
 from pai_launch.status.summary import duration
 
-COLOURS = {"init": "#9e9e9e", RESTRUCTURED: "#43a047", REJECTED: "#9ccc65", COMPLETE: "#1e88e5", FAILED: "#e53935", STOPPED: "#fb8c00",
+COLOURS = {"init": "#9e9e9e", RESTRUCTURED: "#43a047", REJECTED: "#9ccc65", COMPLETE: "#1e88e5", FAILED: "#e53935",
+           STOPPED: "#fb8c00",
            RUNNING: "#fdd835", "no progress": "#8e24aa", "interrupted": "#6d4c41", "unknown": "#bdbdbd"}
 
 
@@ -82,7 +83,8 @@ def _canvas():
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise StatusError(f"--timeline needs matplotlib, which cannot be imported ({exc}): pip install matplotlib") from None
+        raise StatusError(f"--timeline needs matplotlib, which cannot be imported ({exc}): pip install "
+                          "matplotlib") from None
     figure = Figure(figsize=(11, 4), dpi=100)
     FigureCanvasAgg(figure)
     return figure
@@ -123,7 +125,8 @@ def _draw_spans(axis, found: list[Span], x: Callable[[float], float], seen: set[
             axis.barh(0, width, left=x(span.start), height=0.25, color="#e0e0e0", hatch="//", edgecolor="#9e9e9e",
                       label=None if "gap" in seen else "restart gap")
         else:
-            axis.barh(0, width, left=x(span.start), height=0.5, color=COLOURS.get(span.kind, "#bdbdbd"), edgecolor="black",
+            axis.barh(0, width, left=x(span.start), height=0.5, color=COLOURS.get(span.kind, "#bdbdbd"),
+                      edgecolor="black",
                       linewidth=0.5, label=None if span.kind in seen else span.kind)
             axis.text(x(span.start) + width / 2, 0, span.label, ha="center", va="center", fontsize=8)
         seen.add(span.kind)
@@ -163,4 +166,5 @@ def _save(figure, png: Path) -> None:
         write_atomically(png, buffer.getvalue())
     except OSError as exc:
         folder = png.parent if str(png.parent) else Path(".")
-        raise StatusError(f"cannot write {png}: {exc.strerror or exc}: check that {folder} exists and is writable") from None
+        raise StatusError(f"cannot write {png}: {exc.strerror or exc}: check that {folder} exists and is "
+                          "writable") from None

@@ -126,8 +126,10 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
             time.sleep(0.1)
             public_info = _store_info(public)
     except Exception as exc:  # noqa: BLE001 - torch's connect timeout, or the store went away
-        _say(Refused(f"cannot reach the job's store at {host}:{port} within {timeout:g} s ({crossnode.one_line(exc)}): start node 0 "
-                     "first and check --rdzv-endpoint (node 0's address and port, the same on every node) and the network"))
+        _say(Refused(f"cannot reach the job's store at {host}:{port} within {timeout:g} s ({crossnode.one_line(exc)}): "
+                     "start node 0 "
+                     "first and check --rdzv-endpoint (node 0's address and port, the same on every node) and the "
+                     "network"))
         return PROBE_FAILED
     if public_info is None:
         _say(Refused(f"{host}:{port} is not a pai-launch job's store (of this version): check --rdzv-endpoint and that "
@@ -138,8 +140,10 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
         return PROBE_FAILED
     secret = _wait_secret(save_dir, public_info.digest, settle)
     if secret is None:
-        _say(Refused(f"node 0 wrote {os.path.join(save_dir, jobsecret.SECRET_FILE)}, but this node does not see it after "
-                     f"{settle:g} s: the save folder must be on a file system every node shares (and --save-name the same path on "
+        _say(Refused(f"node 0 wrote {os.path.join(save_dir, jobsecret.SECRET_FILE)}, but this node does not see it "
+                     "after "
+                     f"{settle:g} s: the save folder must be on a file system every node shares (and --save-name the "
+                     "same path on "
                      "every node)"))
         return PROBE_FAILED
     link = storelink.StoreLink(store, node, secret)
@@ -149,14 +153,17 @@ def probe(host: str, port: int, timeout: float, node: int, fingerprint: dict, sa
         _say(Refused(f"the job's store at {host}:{port} went away: {exc}"))
         return PROBE_FAILED
     if facts is None:
-        _say(Refused(f"{host}:{port} holds no facts under the job's secret: node 0 was restarted meanwhile; start this node "
+        _say(Refused(f"{host}:{port} holds no facts under the job's secret: node 0 was restarted meanwhile; start this "
+                     "node "
                      "again"))
         return PROBE_FAILED
     theirs, ours = facts.fingerprint, fingerprint
-    differences = [f"{key} {ours.get(key)!r} here, {theirs.get(key)!r} on node 0" for key in sorted(set(theirs) | set(ours))
+    differences = [f"{key} {ours.get(key)!r} here, {theirs.get(key)!r} on node 0"
+                   for key in sorted(set(theirs) | set(ours))
                    if theirs.get(key) != ours.get(key)]
     if differences:
-        _say(Refused("this node's command differs from node 0's (" + "; ".join(differences) + "): start every node with "
+        _say(Refused("this node's command differs from node 0's (" + "; ".join(differences) + "): start every node "
+                     "with "
                      "the same script, arguments, --nproc, --nnodes and --restructure"))
         return PROBE_FAILED
     try:

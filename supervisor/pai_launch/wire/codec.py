@@ -70,7 +70,8 @@ class Protocol:
         if cls is None:
             raise WireError(f"{self.name}: unknown message type {tag!r} (known: {', '.join(sorted(self._types))})")
         if expect is not None and cls is not expect:
-            raise WireError(f"{self.name}: a {tag!r} message where {self._tags.get(expect, expect.__name__)!r} was expected")
+            raise WireError(f"{self.name}: a {tag!r} message where {self._tags.get(expect, expect.__name__)!r} was "
+                            "expected")
         try:
             return from_fields(cls, data, where=tag)
         except WireError as exc:

@@ -102,7 +102,8 @@ def combine(outcomes: list[NodeOutcome], lost: dict[int, str]) -> Combined:
 
     `lost`: node -> why it is lost; node -1 stands for nodes that never said which they were."""
     fatal = next((o.fatal for o in sorted(outcomes, key=lambda o: o.node) if o.fatal), None)
-    failures = sorted((f for o in outcomes for f in o.failures), key=lambda f: (f.collateral, failure_causes.lost_a_peer(f.log_tail), f.at, f.rank))
+    failures = sorted((f for o in outcomes for f in o.failures),
+                      key=lambda f: (f.collateral, failure_causes.lost_a_peer(f.log_tail), f.at, f.rank))
     errors = [why if node < 0 else f"node {node} {why}" for node, why in sorted(lost.items())]
     errors += [f"node {o.node} ({o.host}): {o.error}" for o in sorted(outcomes, key=lambda o: o.node) if o.error]
     # With a node (or the store) gone, torch's own agent may stop the workers before ours does: their SIGTERM or

@@ -63,7 +63,8 @@ _PDB = KnownCause(
     "PerforatedAI stopped in pdb.set_trace() (a setting it asks about was not confirmed) and pdb quit on the closed "
     "stdin (bdb.BdbQuit)",
     "confirm the settings before perforate_model: GPA.pc.set_unwrapped_modules_confirmed(True), "
-    "set_weight_decay_accepted(True), set_configuration_confirmed(True), or pai_launch.training.configure_without_prompts",
+    "set_weight_decay_accepted(True), set_configuration_confirmed(True), or "
+    "pai_launch.training.configure_without_prompts",
     in_script=False)
 _GROUP_TIMEOUT = KnownCause(
     "process-group-timeout",
@@ -93,7 +94,8 @@ _UNLOADABLE_FILE = KnownCause(
     "pai-launch moves such a switch file aside and resumes from the one before it", in_script=False)
 _UNGUARDED = KnownCause(
     "init-process-group-unguarded",
-    "init_process_group ran where torchrun set no RANK (in the init run, which is one plain process, or at import time)",
+    "init_process_group ran where torchrun set no RANK (in the init run, which is one plain process, or at import "
+    "time)",
     "guard it: if not args.perforate_model_parallel: dist.init_process_group(...), or use pai_launch.training.start")
 _NO_GROUP = KnownCause(
     "init-barrier-unguarded",
@@ -151,7 +153,8 @@ def _noise(lines: list[str]) -> list[bool]:
 
 def explaining_line(tail: str) -> str:
     """The line that says why the rank died: the C++ error's what(), else the exception ending the last traceback,
-    else the last line that is not a dump's noise, else faulthandler's 'Fatal Python error' (all noise: the last line)."""
+    else the last line that is not a dump's noise, else faulthandler's 'Fatal Python error' (all noise: the last
+    line)."""
     lines = [_plain(line.rstrip()) for line in tail.splitlines()]
     whats = [line for line in lines if _WHAT.match(line) and _WHAT.sub("", line)]
     if whats:

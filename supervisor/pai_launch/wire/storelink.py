@@ -109,7 +109,8 @@ class StoreLink:
             opened = self.read(GENERATION)
             if opened is not None:
                 generation = opened.generation
-                if self.get(gen_key(generation, "decided")) is None and self.get(gen_key(generation, "running")) is None:
+                if self.get(gen_key(generation, "decided")) is None \
+                        and self.get(gen_key(generation, "running")) is None:
                     return generation, opened.failures
             time.sleep(poll)
 
@@ -172,7 +173,8 @@ class StoreLink:
         if not self._call("check", keys):
             return None
         values = self._call("multi_get", keys)
-        texts = [unseal(self.secret, name, value.decode(errors="replace")) for name, value in zip(names, values, strict=True)]
+        texts = [unseal(self.secret, name, value.decode(errors="replace"))
+                 for name, value in zip(names, values, strict=True)]
         return None if any(text is None for text in texts) else texts
 
     def raise_alarm(self, generation: int) -> None:

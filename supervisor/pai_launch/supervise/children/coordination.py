@@ -68,7 +68,8 @@ class StoreHost:
         self.facts = facts
         self.secret = jobsecret.new_secret()
         self.popen = subprocess.Popen(
-            _jobstore_argv(python, "serve", "--host", nodes.host, "--port", str(nodes.port), "--facts", codec.encode_text(facts)),
+            _jobstore_argv(python, "serve", "--host", nodes.host, "--port", str(nodes.port), "--facts",
+                           codec.encode_text(facts)),
             env={"TORCH_CPP_LOG_LEVEL": "ERROR", **env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, start_new_session=True,
         )
@@ -163,7 +164,8 @@ class StoreWatch:
                               str(nodes.rdzv_timeout), "--node", str(nodes.node_rank), "--fingerprint",
                               json.dumps(fingerprint), "--save-dir", str(save_dir), "--settle", str(settle))
         self.python = python
-        self.popen = subprocess.Popen(procs.dies_with_parent(argv, python=python), env={"TORCH_CPP_LOG_LEVEL": "ERROR", **env},
+        self.popen = subprocess.Popen(procs.dies_with_parent(argv, python=python),
+                                      env={"TORCH_CPP_LOG_LEVEL": "ERROR", **env},
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       start_new_session=True)
         self.pid = self.popen.pid
@@ -189,7 +191,8 @@ class StoreWatch:
         if isinstance(said, Refused):
             raise JobSetupError(said.error)
         err = self.popen.stderr.read().decode(errors="replace").strip().splitlines()
-        raise JobSetupError(f"the check against node 0's store failed ({(err or ['no output'])[-1]}): is torch installed "
+        raise JobSetupError(f"the check against node 0's store failed ({(err or ['no output'])[-1]}): is torch "
+                            "installed "
                             f"for {self.python}?")
 
     def watch(self, report: Callable[[object], None]) -> None:
@@ -239,7 +242,8 @@ def _said(line: bytes):
 
 def store_lost_reason(where: str, why: str) -> str:
     """One line for a lost job store, the same words on every node."""
-    return f"the job's store at {where} went away ({why}): node 0's pai-launch or its store process is gone, and no node can go on without it"
+    return f"the job's store at {where} went away ({why}): node 0's pai-launch or its store process is gone, and no " \
+        "node can go on without it"
 
 
 @dataclasses.dataclass
@@ -273,7 +277,8 @@ def open_job(spec, session, env: dict[str, str], inbox: queue.SimpleQueue):
         return spec, None
     fingerprint = job_fingerprint(session.fingerprint, nodes, spec.restructure)
     if nodes.coordinator:
-        facts = job_facts(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id), fingerprint=fingerprint)
+        facts = job_facts(nodes, run_id=session.run_id, job_id=plan.job_id(spec, session.run_id),
+                          fingerprint=fingerprint)
         host = StoreHost(spec.python, child_env(env), nodes, facts)
         host.wait_ready()
         return dataclasses.replace(spec, nodes=dataclasses.replace(nodes, secret=host.secret)), Job(host=host)

@@ -283,7 +283,8 @@ class ProcessTable:
         return sent
 
     def spare(self, pid: int) -> None:
-        """A process the run's kill leaves alone (node 0's job store: the other nodes need it); close() still sweeps it."""
+        """A process the run's kill leaves alone (node 0's job store: the other nodes need it); close() still sweeps
+        it."""
         self._spared = self._spared | {pid}
 
     def kill_all(self) -> int:

@@ -18,7 +18,8 @@ def full_message(folder: Path, available: int, *, given: bool, needed: int = MIN
     if available >= needed:
         return None
     if given:
-        return (f"the disk holding --log-dir {folder} is full: {available // 1024} KiB free, at least {needed // 1024} KiB "
+        return (f"the disk holding --log-dir {folder} is full: {available // 1024} KiB free, at least {needed // 1024} "
+                "KiB "
                 "needed for the workers' output: free space there or give --log-dir a folder on another disk")
     return (f"the disk holding the temporary log folder {folder} is full: {available // 1024} KiB free, at least "
             f"{needed // 1024} KiB needed for the workers' output: free space there, or set TMPDIR or --log-dir to a "

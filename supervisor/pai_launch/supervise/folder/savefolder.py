@@ -41,7 +41,8 @@ def removed_message(folder: Path, during: str | None, remade: bool) -> str:
         return (f"{text} while the init run was running: the script deletes its save folder on a fresh start; "
                 "start pai-launch with the folder absent, or make the script keep a folder that is there")
     if during is not None:
-        return (f"{text} while {during} was running{' (a new folder of that name has taken its place)' if remade else ''}: "
+        return (f"{text} while {during} was "
+                f"running{' (a new folder of that name has taken its place)' if remade else ''}: "
                 "if the script deletes its save folder on a fresh start, let it do so only in the init run "
                 "(--perforate_model_parallel); start again with --fresh to train anew")
     return text + (" (a new folder of that name has taken its place)" if remade else "")

@@ -218,7 +218,8 @@ class SaveSession:
         try:
             lock.acquire()
         except OSError as exc:
-            raise SaveFolderError(f"cannot take the folder {new_dir} the script saves to: {exc.strerror or exc}") from exc
+            raise SaveFolderError(f"cannot take the folder {new_dir} the script saves to: "
+                                  f"{exc.strerror or exc}") from exc
         self.save_name, self.store, self.lock = name, RecordStore(new_dir), lock
         self.folder_identity = folder_identity(new_dir)
         self._written = None
@@ -226,7 +227,8 @@ class SaveSession:
             try:
                 self.events.place(self.events_path())
             except OSError as exc:
-                raise SaveFolderError(f"cannot move {old_store.events_path} into {new_dir}: {exc.strerror or exc}") from exc
+                raise SaveFolderError(f"cannot move {old_store.events_path} into {new_dir}: "
+                                      f"{exc.strerror or exc}") from exc
         old_lock.release()
         if not had:
             return  # nothing of ours was ever written there

@@ -49,7 +49,8 @@ class _Handler(FileSystemEventHandler):
 
 
 class SaveFolderWatcher:
-    def __init__(self, folder: Path, report: Callable[[object], None], *, poll: bool, records: Path | None = None) -> None:
+    def __init__(self, folder: Path, report: Callable[[object], None], *, poll: bool, records: Path
+                 | None = None) -> None:
         self._observer = PollingObserver(timeout=POLL_INTERVAL) if poll else Observer()
         self._observer.schedule(_Handler(report), str(folder), recursive=False)
         if records is not None:

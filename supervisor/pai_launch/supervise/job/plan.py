@@ -126,7 +126,8 @@ def job_id(spec: LaunchSpec, run_id: str) -> str:
     return spec.nodes.rdzv_id or run_id
 
 
-def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_folder: str | None, base_env: dict[str, str],
+def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_folder: str | None,
+                       base_env: dict[str, str],
                        log_dir: str, save_dir: Path | None = None, failures: int = 0,
                        records: Path | None = None) -> GenerationRequest:
     """What the agent is handed for one generation: its workers' command, environment and log folder (and, in a
@@ -134,8 +135,10 @@ def generation_request(spec: LaunchSpec, run_id: str, generation: int, load_fold
     nodes = None
     if spec.nodes.multi:
         n = spec.nodes
-        nodes = NodeRequest(node_rank=n.node_rank, min_nodes=n.min_nodes, max_nodes=n.max_nodes, host=n.host, port=n.port,
-                            rdzv_timeout=n.rdzv_timeout, job_id=job_id(spec, run_id), save_dir=str(save_dir or spec.save_dir),
+        nodes = NodeRequest(node_rank=n.node_rank, min_nodes=n.min_nodes, max_nodes=n.max_nodes, host=n.host,
+                            port=n.port,
+                            rdzv_timeout=n.rdzv_timeout, job_id=job_id(spec, run_id),
+                            save_dir=str(save_dir or spec.save_dir),
                             fs_settle=spec.fs_settle, local_addr=n.local_addr, failures=failures, secret=n.secret)
     argv = worker_command(spec, load_folder)
     no_python = spec.runs_as == PROGRAM

@@ -58,7 +58,8 @@ class Effects:
     (whether the init run was the last thing started)."""
 
     def __init__(self, spec: LaunchSpec, session: SaveSession, world: World, inbox: queue.SimpleQueue, log, *,
-                 env: dict[str, str], visible: tuple[str, ...], policy: Policy, store_host: coordination.StoreHost | None,
+                 env: dict[str, str], visible: tuple[str, ...], policy: Policy, store_host: coordination.StoreHost
+                 | None,
                  started: float) -> None:
         self.spec, self.session, self.inbox, self.log = spec, session, inbox, log
         self.table, self.notifier = world.table, world.notifier
@@ -74,10 +75,12 @@ class Effects:
         try:
             done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=str(exc), hint="requeue the job by hand: scontrol requeue JOBID")
+            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=str(exc), hint="requeue the job by hand: "
+                           "scontrol requeue JOBID")
             return
         if done.returncode == 0:
-            self.log.warning(log_events.JOB_REQUEUED, job_id=job, hint="Slurm runs the job again; it resumes from the save folder")
+            self.log.warning(log_events.JOB_REQUEUED, job_id=job, hint="Slurm runs the job again; it resumes from the "
+                             "save folder")
         else:
             self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=(done.stderr or done.stdout).strip(),
                            hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
@@ -139,8 +142,10 @@ class Effects:
             self.inbox.put(GenerationRefused(output_problem, time.monotonic(), log_dir=True))
             return
         if load_folder is None and had_switches:
-            self.log.warning(log_events.RESUMING_FROM_SCRATCH, reason="no valid switch_*.pt left; starting after the init run")
-        self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the writes
+            self.log.warning(log_events.RESUMING_FROM_SCRATCH, reason="no valid switch_*.pt left; starting after the "
+                             "init run")
+        self.session.watch(self.inbox.put)  # both modes: stall detection and "reached training" rely on seeing the
+        # writes
         if self.spec.data_parallel:
             pid = self.table.start_plain(Role.DATA_PARALLEL, plan.data_parallel_command(self.spec, self.session.run_id,
                                                                                        action.generation))
@@ -148,10 +153,12 @@ class Effects:
             return
         self.session.generation_starting()
         request = plan.generation_request(self.spec, self.session.run_id, action.generation, load_folder, self.env,
-                                          self.table.generation_log_dir(action.generation), save_dir=self.session.save_dir,
+                                          self.table.generation_log_dir(action.generation),
+                                          save_dir=self.session.save_dir,
                                           failures=state.failures, records=self.session.records)
         pid, had = self.table.start_agent(request)
-        self.log.info(log_events.GENERATION_STARTED, generation=action.generation, nproc=self.spec.nproc, load_folder=load_folder,
+        self.log.info(log_events.GENERATION_STARTED, generation=action.generation, nproc=self.spec.nproc,
+                      load_folder=load_folder,
                       agent_pid=pid, agent_started_ahead=had)
         nodes = self.spec.nodes
         if nodes.multi:  # nothing else is said until every node joined, or --rdzv-timeout ends the wait
@@ -187,7 +194,8 @@ class Effects:
     def schedule_retry(self, action: ScheduleRetry, state: State) -> None:
         # The backoff counts from the failure's discovery; retry_in_s is what is left of it as this line is written.
         left = max(0.0, (state.current.retry_at or 0.0) - time.monotonic())
-        self.log.warning(log_events.RETRY_SCHEDULED, delay_s=action.delay, retry_in_s=round(left, 3), failures=action.failures,
+        self.log.warning(log_events.RETRY_SCHEDULED, delay_s=action.delay, retry_in_s=round(left, 3),
+                         failures=action.failures,
                          max_failures=self.spec.max_failures, reason=action.reason)
 
     def announce_stop(self, action: AnnounceStop, state: State) -> None:

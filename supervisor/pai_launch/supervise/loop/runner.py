@@ -81,7 +81,8 @@ class Runner:
         console.watch(self.console_lost)
         squatted = self.session.lock.squatted
         if squatted:
-            self.log.warning(log_events.SAVE_LOCK_SQUATTED, **squatted, hint="another user's socket holds the name of the save "
+            self.log.warning(log_events.SAVE_LOCK_SQUATTED, **squatted, hint="another user's socket holds the name of "
+                             "the save "
                              "folder's path lock; it is ignored, and the lock file alone keeps a second pai-launch out")
         try:
             self.table.open(self.session.run_id)
@@ -131,15 +132,19 @@ class Runner:
     def announce_start(self) -> None:
         """What the run starts with, said once: the job's shape, the run, the warnings it starts with."""
         if self.spec.slurm_job_id is not None:
-            self.log.info(log_events.SLURM_JOB, job_id=self.spec.slurm_job_id, restart_count=self.spec.slurm_restart_count,
+            self.log.info(log_events.SLURM_JOB, job_id=self.spec.slurm_job_id,
+                          restart_count=self.spec.slurm_restart_count,
                           requeue_on=signal.Signals(self.spec.requeue_on).name if self.spec.requeue_on else None)
         if self.spec.nodes.multi:
-            self.log.info(log_events.JOB_NODES, nodes=self.spec.nodes.describe(), job_id=plan.job_id(self.spec, self.session.run_id),
+            self.log.info(log_events.JOB_NODES, nodes=self.spec.nodes.describe(),
+                          job_id=plan.job_id(self.spec, self.session.run_id),
                           serving_store=self.store_host is not None,
                           store_backend=self.store_host.backend if self.store_host is not None else None)
-        self.log.info(log_events.RUN_STARTED, script=str(self.spec.script), nproc=self.spec.nproc, save_folder=str(self.session.save_dir),
+        self.log.info(log_events.RUN_STARTED, script=str(self.spec.script), nproc=self.spec.nproc,
+                      save_folder=str(self.session.save_dir),
                       mode="data_parallel" if self.spec.data_parallel else "ddp", pid=os.getpid(),
-                      resumed=self.session.previous is not None, generation=self.state.generation, failures=self.state.failures)
+                      resumed=self.session.previous is not None, generation=self.state.generation,
+                      failures=self.state.failures)
         self.views.start(self.log)
         for event, fields in self.notes:
             self.log.warning(event, **fields)
@@ -148,7 +153,8 @@ class Runner:
     def announce(self, before: machine.State, after: machine.State) -> None:
         """What a step of the machine changed, said: training reached, the marker seen; the state recorded in the
         save folder and given to systemd."""
-        if after.current.reached_training and not before.current.reached_training and after.phase is machine.Phase.TRAINING:
+        if after.current.reached_training and not before.current.reached_training \
+                and after.phase is machine.Phase.TRAINING:
             # The workers' first write beyond start-up files: what a restart costs ends here.
             self.log.info(log_events.TRAINING_REACHED, generation=after.generation,
                           after_s=round(time.monotonic() - after.current.started_at, 2))
@@ -180,7 +186,8 @@ class Runner:
                              reason=f"internal error: {error}")
         try:
             self.log.error(log_events.INTERNAL_ERROR, error=error, exit_code=exitcodes.INTERNAL_ERROR,
-                           hint="a bug in pai-launch: every process of the run is stopped; please report it with this log",
+                           hint="a bug in pai-launch: every process of the run is stopped; please report it with this "
+                           "log",
                            exception=trace)
             self.log.error(log_events.RUN_FINISHED, exit_code=exitcodes.INTERNAL_ERROR, reason=self.state.reason,
                            generations=self.state.generation)

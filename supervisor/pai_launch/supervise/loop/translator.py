@@ -72,7 +72,8 @@ class Translator:
         self.session, self.table, self.log, self.notifier = session, table, log, notifier
         #: (generation, switch file) already logged as switch_written (a file is written in several events).
         self.announced: set[tuple[int, str]] = set()
-        #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from it).
+        #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from
+        #: it).
         self.dendrites = folder_facts(session.save_dir)[0]
         #: In-process restructures already logged, by (record file, its time): a file is written in several events.
         self.recorded: set[tuple[str, object]] = set()
@@ -84,7 +85,8 @@ class Translator:
         if isinstance(raw, ThreadFailed):
             raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
         if isinstance(raw, SignalReceived):
-            self.log.warning(log_events.SIGNAL_RECEIVED, signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+            self.log.warning(log_events.SIGNAL_RECEIVED, signal=signal.Signals(raw.signum).name,
+                             phase=state.phase.value)
             if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
                 self.log.warning(log_events.STACK_DUMP, pid=os.getpid(), stacks=signals.thread_stacks())
         elif isinstance(raw, SaveWritten):
@@ -133,7 +135,8 @@ class Translator:
         elif isinstance(raw, JobStoreLost):
             self.log.error(log_events.JOB_STORE_LOST, reason=raw.reason)
         elif isinstance(raw, JobStopSeen):
-            self.log.info(log_events.JOB_STOP_SEEN, reason=raw.reason, hint="node 0's store closed with the job stopped")
+            self.log.info(log_events.JOB_STOP_SEEN, reason=raw.reason, hint="node 0's store closed with the job "
+                          "stopped")
         return raw  # type: ignore[return-value] - the rest are events already
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
@@ -142,7 +145,8 @@ class Translator:
         if raw.role is Role.INIT:
             stopped = {"stopped_by": state.stopped_by} if state.stopped_by is not None else {}
             log = self.log.info if raw.returncode == 0 or stopped else self.log.error
-            log(log_events.INIT_EXITED, exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration, **stopped)
+            log(log_events.INIT_EXITED, exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration,
+                **stopped)
             if raw.returncode != 0 and not stopped:
                 self.log.error(log_events.INIT_OUTPUT_TAIL, tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
@@ -156,16 +160,19 @@ class Translator:
         facts = raw.facts
         if raw.restarted_why:
             self.log.warning(log_events.FORKSERVER_RESTARTED, agent_pid=raw.agent_pid, forkserver_pid=facts.forkserver,
-                             reason=raw.restarted_why, hint="the agent started a new forkserver, which passed the self-check")
+                             reason=raw.restarted_why, hint="the agent started a new forkserver, which passed the "
+                             "self-check")
         elif raw.went_cold:
             self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why)
         elif facts.warm:
-            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts.preloaded),
+            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="warm",
+                          preloaded=",".join(facts.preloaded),
                           forkserver_pid=facts.forkserver, took_s=facts.took_s, **_versions(facts),
                           **({"not_preloaded": ",".join(facts.missing)} if facts.missing else {}),
                           **({"fell_back": facts.why} if facts.why else {}))
         elif facts.why == "--cold":
-            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="cold", took_s=facts.took_s, **_versions(facts))
+            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="cold", took_s=facts.took_s,
+                          **_versions(facts))
         else:
             self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why,
                              hint="every worker starts as a fresh interpreter; --cold says so without the check")
@@ -199,7 +206,8 @@ class Translator:
             failures = (Failure.launcher(result.error),)
         else:
             multi = self.session.spec.nodes.multi
-            failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None, host=f.host)
+            failures = tuple(Failure.worker(f.rank, f.returncode, f.log_tail, node=f.node if multi else None,
+                                            host=f.host)
                              for f in result.failures)
         stopped = JobStopped(result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
         folder = self.session.at_generation_end()
@@ -226,7 +234,8 @@ class Translator:
         if record is None or (raw.path, record.get("at")) in self.recorded:
             return None
         self.recorded.add((raw.path, record.get("at")))
-        now_in_model = folder_facts(self.session.save_dir)[0]  # self.dendrites stays the generation's start: its end judges
+        now_in_model = folder_facts(self.session.save_dir)[0]  # self.dendrites stays the generation's start: its end
+        # judges
         fields = {key: value for key, value in record.items() if key not in ("at", "switch")}
         name = record.get("switch")
         self.log.info(log_events.RESTRUCTURED_IN_PROCESS, generation=state.generation, file=name,

@@ -3,7 +3,8 @@ whose reader quit, a full disk. None of that may end a run that has its events f
 
 `hold_std_fds()` puts /dev/null in place of a closed fd 0, 1 or 2 before anything is opened, so no pipe or file of
 ours lands there and every child inherits valid fds. `install()` replaces sys.stdout and sys.stderr with
-`DroppingStream`s: each line goes to the fd in one write, and one that fails is dropped; each stream's first failure is told
+`DroppingStream`s: each line goes to the fd in one write, and one that fails is dropped; each stream's first failure is
+told
 once to whoever `watch()`es (the run writes `console_lost` into its events file).
 """
 

@@ -135,7 +135,8 @@ class StatusFeed:
             self.generation = event.get("generation") or None
         elif "generation" in event and isinstance(event["generation"], int):
             self.generation = event["generation"]
-        if name in (log_events.RUN_STARTED, log_events.GENERATION_STARTED, log_events.GENERATION_ENDED, log_events.GENERATION_FAILED, log_events.GENERATION_STOPPED,
+        if name in (log_events.RUN_STARTED, log_events.GENERATION_STARTED, log_events.GENERATION_ENDED,
+                    log_events.GENERATION_FAILED, log_events.GENERATION_STOPPED,
                     log_events.COMPLETION_MARKER_SEEN, log_events.RESTRUCTURED_IN_PROCESS):
             self.dendrites, self.best = self._facts()
         self._live.set(self.text())
@@ -143,7 +144,8 @@ class StatusFeed:
     def text(self) -> str:
         elapsed = int(self._clock() - self._started)
         hours, rest = divmod(elapsed, 3600)
-        generation = "init run" if self.generation == 0 else f"generation {self.generation}" if self.generation else "starting"
+        generation = "init run" if self.generation == 0 else f"generation {self.generation}" if self.generation \
+            else "starting"
         parts = [generation, f"{self.dendrites} dendrite{'s' if self.dendrites != 1 else ''}",
                  f"{hours}:{rest // 60:02d}:{rest % 60:02d}", self.last_event]
         if self.best is not None:

@@ -60,7 +60,8 @@ class RunMetrics:
 
         self.info = made(Info, "pai_launch_run", "The run: id, script, save folder")
         self.build = made(Info, "pai_launch_build", "pai-launch's version, and the Python and torch it runs with")
-        self.build.info({"version": __version__, "python": platform.python_version(), "torch": installed_version("torch")})
+        self.build.info({"version": __version__, "python": platform.python_version(),
+                         "torch": installed_version("torch")})
         self.started = made(Gauge, "pai_launch_start_time_seconds", "When this pai-launch started (Unix time)")
         self.started_at = wall()
         self.started.set(self.started_at)
@@ -71,14 +72,16 @@ class RunMetrics:
                            "--max-failures: failed generations in a row without progress before the run gives up")
         self.budget.set(max_failures)
         self.generation = made(Gauge, "pai_launch_generation", "The current (or last) generation; 0 is the init run")
-        self.dendrites = made(Gauge, "pai_launch_dendrites", "Dendrites added so far (as pai-launch status counts them)")
+        self.dendrites = made(Gauge, "pai_launch_dendrites", "Dendrites added so far (as pai-launch status counts "
+                              "them)")
         self.past_maximum = made(Gauge, "pai_launch_dendrites_past_maximum",
                                  "1 once the model has more dendrites than the script's settings allow (a runaway)")
         self.best = made(Gauge, "pai_launch_best_score",
                          "The best validation score so far (NaN until PerforatedAI's Scores.csv has one)")
         self.failures = made(Counter, "pai_launch_generation_failures", "Generations that failed")
         self.restarts = made(Counter, "pai_launch_restarts", "Generations started after another one ended")
-        self.consecutive = made(Gauge, "pai_launch_consecutive_failures", "Failed generations in a row without progress")
+        self.consecutive = made(Gauge, "pai_launch_consecutive_failures", "Failed generations in a row without "
+                                "progress")
         self.gap = made(Histogram, "pai_launch_restart_gap_seconds",
                         "From a generation's end to the next one's workers training (their first write)",
                         buckets=GAP_BUCKETS)
@@ -90,7 +93,8 @@ class RunMetrics:
         self.duration = made(Histogram, "pai_launch_generation_duration_seconds", "How long each generation ran",
                              buckets=DURATION_BUCKETS)
         self.exit_code = made(Gauge, "pai_launch_last_worker_exit_code",
-                              "Each rank's exit code in the last generation that ended (-N: killed by signal N)", ("rank",))
+                              "Each rank's exit code in the last generation that ended (-N: killed by signal N)",
+                              ("rank",))
         self.complete = made(Gauge, "pai_launch_training_complete", "1 once SAVE/.training_complete is there")
         self.running = made(Gauge, "pai_launch_generation_running", "1 while a generation's workers run")
         self.up = made(Gauge, "pai_launch_healthy", "1 while /healthz answers 200: the loop turns and the run is not "

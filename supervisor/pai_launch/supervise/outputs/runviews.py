@@ -59,7 +59,8 @@ class RunViews:
         try:
             url = self.metrics.serve(self.spec.metrics_host, self.spec.metrics_port)
         except OSError as exc:
-            log.error(log_events.METRICS_UNAVAILABLE, error=f"{self.spec.metrics_host}:{self.spec.metrics_port}: {exc.strerror or exc}",
+            log.error(log_events.METRICS_UNAVAILABLE, error=f"{self.spec.metrics_host}:{self.spec.metrics_port}: "
+                      f"{exc.strerror or exc}",
                       hint="the run goes on without metrics; choose another --metrics-port next time")
             return
         log.info(log_events.METRICS_SERVING, url=url, health=url.removesuffix("/metrics") + "/healthz")
