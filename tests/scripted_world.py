@@ -306,7 +306,8 @@ class ScriptedAgent:
         if worker is None:
             return False
         self._world.signals.append((request.generation, worker.rank, signal.Signals(signum).name, time.monotonic()))
-        ends = (signum == signal.SIGTERM and not gen.ignores_sigterm or signum == signal.SIGINT and not gen.ignores_sigint
+        ends = (signum == signal.SIGTERM and not gen.ignores_sigterm
+                or signum == signal.SIGINT and not gen.ignores_sigint
                 or signum == signal.SIGUSR1 and gen.dies_of_sigusr1)
         if ends:
             crash = gen.crashes_on_stop

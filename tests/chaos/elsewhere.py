@@ -1,6 +1,7 @@
 """Faults tested outside the chaos scenarios: where a fault needs its own harness (a second user, a closed
 terminal, a paused process, two nodes), its test lives in its tier, and this register names it so that the
-The fault table of docs/users/faults-tested.md (`python -m scripts.chaos --markdown`) lists every fault pai-launch is tested against.
+The fault table of docs/users/faults-tested.md (`python -m scripts.chaos --markdown`) lists every fault pai-launch is
+tested against.
 
 Each entry names one test as `path::function`; tests/unit/test_fault_table.py checks that every named test exists.
 """
@@ -28,7 +29,8 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("SIGTERM after a stall was killed and retried", "SIGKILL at the grace deadline, the stop finishes",
            "tests/proc/test_launch_stop_after_kill.py::"
            "test_sigterm_after_a_stall_was_killed_and_retried_is_followed_by_sigkill_at_the_grace_deadline"),
-    Tested("pai-launch starts in other PID namespaces beside a warm run", "the warm run's private folders are left alone",
+    Tested("pai-launch starts in other PID namespaces beside a warm run", "the warm run's private folders are left "
+           "alone",
            "tests/proc/test_private_folders.py::"
            "test_a_warm_runs_folders_survive_pai_launch_starts_in_other_pid_namespaces"),
     Tested("node 1 of two killed mid-generation", "node 0 stops its workers; node 1 restarted rejoins the job",
@@ -37,7 +39,8 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("ranks flood their output, warm and cold", "the agent's memory stays flat; every rank's last line relayed",
            "tests/proc/test_launch_flood.py::"
            "test_ranks_that_flood_their_output_end_with_0_their_last_lines_relayed_and_the_agent_bounded"),
-    Tested("two runs, one after another, on one --log-dir", "each start has its own folder; each sees only its own lines",
+    Tested("two runs, one after another, on one --log-dir", "each start has its own folder; each sees only its own "
+           "lines",
            "tests/proc/test_launch_log_dir.py::test_two_runs_one_after_another_on_one_log_dir_each_see_only_their_own"),
     Tested("a --fresh rerun on the same --log-dir", "its own folder; exit 0 with only its own lines",
            "tests/proc/test_launch_log_dir.py::test_a_fresh_rerun_on_the_same_log_dir_sees_only_its_own"),
@@ -113,10 +116,12 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("a text file as the newest switch file", "moved aside as not a checkpoint; the one before is loaded; exit 0",
            "tests/unit/test_histories_own_files.py::"
            "test_a_text_file_as_the_newest_switch_file_is_quarantined_and_the_one_before_is_loaded"),
-    Tested("a whole switch file a rank fails to load, saying why", "the retry moves it aside, quoting the rank's line, and resumes from the one before",
+    Tested("a whole switch file a rank fails to load, saying why", "the retry moves it aside, quoting the rank's line, "
+           "and resumes from the one before",
            "tests/unit/test_histories_own_files.py::"
            "test_a_whole_switch_file_that_no_rank_can_load_is_moved_aside_and_the_one_before_is_resumed"),
-    Tested("every switch file unloadable", "each moved aside, progress never taken back; exit 4 once --max-failures were",
+    Tested("every switch file unloadable", "each moved aside, progress never taken back; exit 4 once --max-failures "
+           "were",
            "tests/unit/test_histories_own_files.py::test_a_script_whose_every_switch_file_no_rank_can_load_ends_with_exit_4"),
     Tested("SIGTERM while the agent is still starting up", "the request is withdrawn, no worker ever starts, exit 143",
            "tests/proc/test_launch_agent_faults.py::test_a_stop_while_the_agent_starts_up_starts_no_worker"),
@@ -143,7 +148,8 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("workers lingering after the completion marker, with --stall-timeout",
            "no stall, no retry: stopped after --grace, exit 0",
            "tests/proc/test_launch_blame.py::test_workers_lingering_after_the_marker_are_stopped_and_the_run_is_complete"),
-    Tested("the same command again after a run gave up", "a full failure budget; the first failure retried; state.json's history",
+    Tested("the same command again after a run gave up", "a full failure budget; the first failure retried; "
+           "state.json's history",
            "tests/unit/test_histories_blame.py::test_a_new_invocation_gets_a_full_budget_and_state_json_keeps_the_last_one"),
     Tested("a real run adding dendrites past its maximum", "named (log, status); --max-dendrites stops it, exit 0",
            "tests/real/test_runaway.py::test_a_real_runaway_is_named_and_max_dendrites_stops_it"),
@@ -162,7 +168,8 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("the save folder's disk full before the start", "exit 6 naming the disk; the init run is not started",
            "tests/proc/test_launch_usage_faults.py::"
            "test_a_save_folder_on_a_full_disk_before_the_start_is_exit_6_naming_the_disk_not_a_failed_init_run"),
-    Tested("the agent's import torch hangs", "agent_slow_start at 60 s and each doubling; SIGTERM still ends it, exit 143",
+    Tested("the agent's import torch hangs", "agent_slow_start at 60 s and each doubling; SIGTERM still ends it, exit "
+           "143",
            "tests/proc/test_launch_agent_faults.py::"
            "test_an_agent_whose_import_torch_hangs_is_reported_and_a_stop_still_ends_everything"),
 )

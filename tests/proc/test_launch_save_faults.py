@@ -142,16 +142,19 @@ def nobody_scene(make_scene):
 
 
 def _start_as_nobody(scene, *pai_args: str, script_args: list[str]) -> Launch:
-    return scene.start(*pai_args, script_args=script_args, env={"HOME": str(scene.root)}, prefix=AS_NOBODY, name="nobody")
+    return scene.start(*pai_args, script_args=script_args, env={"HOME": str(scene.root)}, prefix=AS_NOBODY,
+                       name="nobody")
 
 
 def test_save_folder_made_unwritable_mid_run_stops_the_workers_and_exits_6(nobody_scene):
     scene = nobody_scene
-    launch = _start_as_nobody(scene, "--nproc", "2", "--grace", "10", script_args=["--hold-until", str(scene.hold_file)])
+    launch = _start_as_nobody(scene, "--nproc", "2", "--grace", "10",
+                              script_args=["--hold-until", str(scene.hold_file)])
     ready = scene.wait_ready(1, 2)
     save = scene.work / "PAI"
     assert save.stat().st_uid == NOBODY
-    assert {psutil.Process(pid).uids().real for pid, _ in ready.values()} == {psutil.Process(launch.pid).uids().real} == {NOBODY}
+    owners = {psutil.Process(pid).uids().real for pid, _ in ready.values()}
+    assert owners == {psutil.Process(launch.pid).uids().real} == {NOBODY}
     before = tree_state(save)
 
     save.chmod(0o555)
@@ -173,7 +176,8 @@ def test_a_script_that_clears_its_save_folder_in_the_init_run_completes_with_sav
     save = scene.work / "PAI"
     if existing:  # an earlier attempt's init output: the init run runs again, and removes it first
         make_resumable(save, switches={})
-    launch, rc = scene.run("--nproc", "1", "--save-name", "PAI", *mode, script_args=["--init-clears-save", "--generations", "1"])
+    launch, rc = scene.run("--nproc", "1", "--save-name", "PAI", *mode,
+                           script_args=["--init-clears-save", "--generations", "1"])
 
     assert rc == 0, launch.log_summary()
     assert launch.event_names().count("init_started") == 1

@@ -111,7 +111,8 @@ def test_sigterm_at_any_moment_stops_the_run_without_waiting_out_the_grace(scene
     # after the signal must get it too, as they appear: otherwise they would run until the SIGKILL at --grace.
     grace = 8.0
     hang = "2" if moment == "generation_ended" else "1"
-    launch = scene.start("--nproc", "2", "--grace", str(grace), script_args=["--hang-generation", hang, "--generations", "3"])
+    launch = scene.start("--nproc", "2", "--grace", str(grace),
+                         script_args=["--hang-generation", hang, "--generations", "3"])
     wait_until(lambda: moment in launch.event_names(), 45, interval=0.005, message=moment)
 
     sent = launch.send(signal.SIGTERM)

@@ -63,7 +63,8 @@ def test_a_real_run_tells_the_service_manager_ready_first_every_phase_and_stoppi
 
 def test_watchdog_pings_are_only_sent_when_meant_for_pai_launch(scene, listener):
     launch, rc = scene.run("--nproc", "1", script_args=["--generations", "1", "--train-seconds", "0.5"],
-                           env={"NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": str(WATCHDOG_USEC), "WATCHDOG_PID": "1"})
+                           env={"NOTIFY_SOCKET": listener.address, "WATCHDOG_USEC": str(WATCHDOG_USEC),
+                                "WATCHDOG_PID": "1"})
     assert rc == 0, launch.log_summary()
     assert listener.messages[0].has("READY=1")
     assert not any(m.has("WATCHDOG=1") for m in listener.messages)
@@ -81,7 +82,8 @@ def _verify(unit_text: str, folder: Path) -> subprocess.CompletedProcess:
     """`systemd-analyze verify` on an instance of the template (it exits 0 on warnings: callers read its output)."""
     unit = folder / "pai-launch@demo.service"
     unit.write_text(unit_text)
-    return subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60,
+    return subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+                          timeout=60,
                           env={**os.environ, "SYSTEMD_LOG_COLOR": "0"})
 
 
@@ -91,7 +93,8 @@ def _settings(unit_text: str) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def installed_unit():
-    """The shipped unit with ExecStart pointing at this environment's pai-launch (systemd-analyze checks that it exists)."""
+    """The shipped unit with ExecStart pointing at this environment's pai-launch (systemd-analyze checks that it
+    exists)."""
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is missing: install Debian's systemd package (./scripts/test.sh does, as root)")
     text = UNIT.read_text()
@@ -105,7 +108,8 @@ def test_the_unit_passes_systemd_analyze_verify_without_a_word(installed_unit, t
 
 
 @pytest.mark.parametrize("old, new", [("Type=notify", "Type=notifyy"), ("KillMode=mixed", "KillMode=sometimes"),
-                                      ("NotifyAccess=main", "NotifyAccess=everyone"), ("Restart=on-failure", "Restart=often")])
+                                      ("NotifyAccess=main", "NotifyAccess=everyone"),
+                                      ("Restart=on-failure", "Restart=often")])
 def test_a_broken_copy_of_the_unit_is_caught(installed_unit, tmp_path, old, new):
     assert old in installed_unit
     result = _verify(installed_unit.replace(old, new), tmp_path)

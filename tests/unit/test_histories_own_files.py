@@ -55,7 +55,8 @@ def test_a_whole_switch_file_that_no_rank_can_load_is_moved_aside_and_the_one_be
     failed = played.event("generation_failed")
     assert failed["generation"] == 1 and sorted(failed["failed_ranks"]) == [0, 1]
     retry = played.event("retry_scheduled")
-    assert "switch_4.pt cannot be loaded (rank" in retry["reason"] and "Error(s) in loading state_dict" in retry["reason"]
+    assert "switch_4.pt cannot be loaded (rank" in retry["reason"]
+    assert "Error(s) in loading state_dict" in retry["reason"]
     assert "it is moved aside" in retry["reason"]
     moved = played.event("checkpoint_quarantined")
     assert moved["file"] == "switch_4.pt" and "generation 1 could not load it" in moved["problem"]

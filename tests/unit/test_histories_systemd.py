@@ -32,7 +32,8 @@ def test_a_retry_and_a_stop_are_told_to_the_service_manager(tmp_path, listener):
     # The listener's thread takes each datagram a moment after it was sent.
     wait_until(lambda: any(m.has("STOPPING=1") for m in listener.messages), 10, message="the STOPPING message")
     statuses = listener.statuses()
-    assert any(s.startswith("retrying after failure 1 of 3: rank 1 failed with exit code 3") for s in statuses), statuses
+    retrying = "retrying after failure 1 of 3: rank 1 failed with exit code 3"
+    assert any(s.startswith(retrying) for s in statuses), statuses
     assert "generation 2 running (after 1 failed attempt(s)); 1 dendrite" in statuses, statuses
     assert listener.messages[0].has("READY=1") and {m.pid for m in listener.messages} == {os.getpid()}
     assert listener.messages[-1].has("STOPPING=1") and listener.messages[-1].status() == "stopping: stopped by SIGTERM"
