@@ -69,3 +69,17 @@ def test_every_action_the_machine_can_ask_for_has_one_effect_in_the_table():
     assert effects.missing_effects() == []
     partial = {kind: effect for kind, effect in effects.EFFECTS.items() if kind is not ReportStall}
     assert effects.missing_effects(partial) == ["ReportStall"]
+
+
+def test_every_report_of_the_threads_is_translated_or_already_an_event_of_the_machine():
+    """The translator dispatches through one table: an observation the table lacks must be one the machine takes as
+    it is, or it would reach the machine as an event it has no rule for."""
+    from typing import get_args
+
+    from pai_launch.core.events import Event
+    from pai_launch.core.observations import Observation
+    from pai_launch.supervise.loop.translator import TRANSLATIONS
+
+    untranslated = set(get_args(Observation)) - set(TRANSLATIONS)
+    assert untranslated <= set(get_args(Event)), sorted(kind.__name__ for kind in untranslated - set(get_args(Event)))
+    assert all(callable(translate) for translate in TRANSLATIONS.values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 from pai_launch.core import exitcodes, machine
@@ -81,63 +82,81 @@ class Translator:
         self.restarts_noted = False
 
     def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
-        """An observation as the machine's event, with what the save folder says; None: nothing to decide."""
-        if isinstance(raw, ThreadFailed):
-            raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
-        if isinstance(raw, SignalReceived):
-            self.log.warning(log_events.SIGNAL_RECEIVED, signal=signal.Signals(raw.signum).name,
-                             phase=state.phase.value)
-            if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
-                self.log.warning(log_events.STACK_DUMP, pid=os.getpid(), stacks=signals.thread_stacks())
-        elif isinstance(raw, SaveWritten):
-            if raw.now < state.current.started_at:  # seen before this generation (or init run) began: an earlier one's
-                return None                         # write, reported late; not this one's progress nor its activity
-            number = savedir.switch_number(raw.name)
-            if number is not None and (state.generation, raw.name) not in self.announced:
-                # Whether it holds new dendrites is known once the generation ends (PerforatedAI writes its
-                # param_counts.csv after the switch file): dendrites_added or dendrites_rejected then.
-                self.announced.add((state.generation, raw.name))
-                self.log.info(log_events.SWITCH_WRITTEN, switch=number, file=raw.name, generation=state.generation)
-                self.notifier.status(f"generation {state.generation} running; {raw.name} written")
-            return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
-        elif isinstance(raw, RestructureRecorded):
-            return self.restructured_in_process(raw, state)
-        elif isinstance(raw, ProgressRechecked) and raw.progressed and state.phase is machine.Phase.SETTLING:
+        """An observation as the machine's event, with what the save folder says; None: nothing to decide. What the
+        threads report goes through TRANSLATIONS; the events the loop queued itself pass through as they are."""
+        translate = TRANSLATIONS.get(type(raw))
+        return raw if translate is None else translate(self, raw, state)  # type: ignore[return-value]
+
+    def on_thread_failed(self, raw: ThreadFailed, state: machine.State) -> None:
+        raise InternalError(f"thread {raw.thread} failed: {raw.error}", raw.traceback)
+
+    def on_signal(self, raw: SignalReceived, state: machine.State) -> SignalReceived:
+        self.log.warning(log_events.SIGNAL_RECEIVED, signal=signal.Signals(raw.signum).name, phase=state.phase.value)
+        if raw.signum == signal.SIGQUIT:  # asked for a dump: where each of pai-launch's threads is, then the stop
+            self.log.warning(log_events.STACK_DUMP, pid=os.getpid(), stacks=signals.thread_stacks())
+        return raw
+
+    def on_save_written(self, raw: SaveWritten, state: machine.State) -> SaveActivity | None:
+        if raw.now < state.current.started_at:  # seen before this generation (or init run) began: an earlier one's
+            return None                         # write, reported late; not this one's progress nor its activity
+        number = savedir.switch_number(raw.name)
+        if number is not None and (state.generation, raw.name) not in self.announced:
+            # Whether it holds new dendrites is known once the generation ends (PerforatedAI writes its
+            # param_counts.csv after the switch file): dendrites_added or dendrites_rejected then.
+            self.announced.add((state.generation, raw.name))
+            self.log.info(log_events.SWITCH_WRITTEN, switch=number, file=raw.name, generation=state.generation)
+            self.notifier.status(f"generation {state.generation} running; {raw.name} written")
+        return SaveActivity(raw.now, training=not savedir.is_startup_file(raw.name))
+
+    def on_progress_rechecked(self, raw: ProgressRechecked, state: machine.State) -> ProgressRechecked:
+        if raw.progressed and state.phase is machine.Phase.SETTLING:
             self.judge_dendrites(None, raw.progressed, state)  # another node's switch file showed up late
-        elif isinstance(raw, ProcessExited):
-            return self.plain_exited(raw, state)
-        elif isinstance(raw, AgentReported):
-            ended = self.table.agent_ended(raw.agent_pid, alive=raw.result is not None)
-            return self.agent_reported(raw, state) if ended else None
-        elif isinstance(raw, AgentStarted):
-            self.agent_started(raw)
+        return raw
+
+    def on_agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event | None:
+        ended = self.table.agent_ended(raw.agent_pid, alive=raw.result is not None)
+        return self.agent_reported(raw, state) if ended else None
+
+    def on_agent_started(self, raw: AgentStarted, state: machine.State) -> None:
+        self.agent_started(raw)
+
+    def on_agent_answered(self, raw: AgentAnswered, state: machine.State) -> AgentAnswered | None:
+        return raw if self.table.is_current_agent(raw.agent_pid) else None
+
+    def on_agent_took_request(self, raw: AgentTookRequest, state: machine.State) -> machine.Event | None:
+        if not self.table.is_current_agent(raw.agent_pid):
             return None
-        elif isinstance(raw, AgentAnswered):
-            return raw if self.table.is_current_agent(raw.agent_pid) else None
-        elif isinstance(raw, AgentTookRequest):
-            if not self.table.is_current_agent(raw.agent_pid):
-                return None
-            return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
-        elif isinstance(raw, AgentGone):
-            return self.agent_gone(raw)
-        elif isinstance(raw, AgentJoined):
-            if not self.table.is_current_agent(raw.agent_pid):
-                return None
-            if (raw.generation, raw.failures) != (state.generation, state.failures):
-                self.log.warning(log_events.GENERATION_JOINED, generation=raw.generation, instead_of=state.generation,
-                                 failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
-                                 "failures; this node follows")
-            return GenerationJoined(raw.generation, raw.now, raw.failures)
-        elif isinstance(raw, GenerationRefused) and raw.log_dir and state.phase is not machine.Phase.STOPPING:
-            self.log.error(log_events.LOG_DIR_FULL, reason=raw.reason)
-        elif isinstance(raw, (SaveFolderLost, GenerationRefused)) and state.phase is not machine.Phase.STOPPING:
+        return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
+
+    def on_agent_gone(self, raw: AgentGone, state: machine.State) -> AgentLeft | None:
+        return self.agent_gone(raw)
+
+    def on_agent_joined(self, raw: AgentJoined, state: machine.State) -> GenerationJoined | None:
+        if not self.table.is_current_agent(raw.agent_pid):
+            return None
+        if (raw.generation, raw.failures) != (state.generation, state.failures):
+            self.log.warning(log_events.GENERATION_JOINED, generation=raw.generation, instead_of=state.generation,
+                             failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
+                             "failures; this node follows")
+        return GenerationJoined(raw.generation, raw.now, raw.failures)
+
+    def on_refused(self, raw: GenerationRefused, state: machine.State) -> GenerationRefused:
+        if state.phase is not machine.Phase.STOPPING:
+            self.log.error(log_events.LOG_DIR_FULL if raw.log_dir else log_events.SAVE_FOLDER_FAILED, reason=raw.reason)
+        return raw
+
+    def on_folder_lost(self, raw: SaveFolderLost, state: machine.State) -> SaveFolderLost:
+        if state.phase is not machine.Phase.STOPPING:
             self.log.error(log_events.SAVE_FOLDER_FAILED, reason=raw.reason)
-        elif isinstance(raw, JobStoreLost):
-            self.log.error(log_events.JOB_STORE_LOST, reason=raw.reason)
-        elif isinstance(raw, JobStopSeen):
-            self.log.info(log_events.JOB_STOP_SEEN, reason=raw.reason, hint="node 0's store closed with the job "
-                          "stopped")
-        return raw  # type: ignore[return-value] - the rest are events already
+        return raw
+
+    def on_store_lost(self, raw: JobStoreLost, state: machine.State) -> JobStoreLost:
+        self.log.error(log_events.JOB_STORE_LOST, reason=raw.reason)
+        return raw
+
+    def on_stop_seen(self, raw: JobStopSeen, state: machine.State) -> JobStopSeen:
+        self.log.info(log_events.JOB_STOP_SEEN, reason=raw.reason, hint="node 0's store closed with the job stopped")
+        return raw
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
         self.table.plain_ended()
@@ -284,6 +303,27 @@ class Translator:
             self.log.error(log_events.WORKER_LOG_TAIL, rank=first.rank, **where, tail=first.log_tail,
                            log_line=failure_causes.explaining_line(first.log_tail)[:500])
         return event
+
+
+#: What each kind of report from the threads becomes (one method each); anything else is already an event.
+TRANSLATIONS: dict[type, Callable[[Translator, object, machine.State], machine.Event | None]] = {
+    ThreadFailed: Translator.on_thread_failed,
+    SignalReceived: Translator.on_signal,
+    SaveWritten: Translator.on_save_written,
+    RestructureRecorded: Translator.restructured_in_process,
+    ProgressRechecked: Translator.on_progress_rechecked,
+    ProcessExited: Translator.plain_exited,
+    AgentReported: Translator.on_agent_reported,
+    AgentStarted: Translator.on_agent_started,
+    AgentAnswered: Translator.on_agent_answered,
+    AgentTookRequest: Translator.on_agent_took_request,
+    AgentGone: Translator.on_agent_gone,
+    AgentJoined: Translator.on_agent_joined,
+    GenerationRefused: Translator.on_refused,
+    SaveFolderLost: Translator.on_folder_lost,
+    JobStoreLost: Translator.on_store_lost,
+    JobStopSeen: Translator.on_stop_seen,
+}
 
 
 def dendrite_facts(folder: FolderAtEnd) -> dict:
