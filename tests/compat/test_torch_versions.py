@@ -6,7 +6,8 @@ checkout. They are this suite's own test files, run by a pytest of their own wit
 environment's interpreter (tests/helpers.PYTHON); their report is read from its JUnit XML.
 
 The floor is torch 2.4 (what pyproject.toml claims) on the oldest Python perforatedai ships wheels for (3.10): the
-real example end to end (cold, warm and in process), the signal, crash-recovery and teardown-grace process tests.
+real example end to end (cold, warm and in process), the process tests where torch's launcher meets real workers
+(signals, a retry, the full cycle, a stall) and the teardown grace.
 The middle is torch 2.7.1, the Dockerfile's default base, on the newest Python (3.12): the real example. The top is
 the newest torch, 2.15.0 (what a user who installs today gets, with the torchvision 0.29.2 pip gives it), on 3.12:
 the real example, the teardown grace, and the whole unit tier in its own interpreter (its pytest, with the test
@@ -17,6 +18,7 @@ Python 3.11) runs every tier anyway.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -29,10 +31,12 @@ from tests.helpers import REPO
 
 pytestmark = pytest.mark.torch
 
-#: What the floor runs: the real example (cold, warm, in process), the signal and crash-recovery process
-#: tests, and --grace on torch's own stop of a failed generation's survivors.
+#: What the floor runs: the real example (cold, warm, in process), the process tests where torch's launcher meets
+#: real workers (signals delivered, a retry, the full cycle, a stall's signals, a failure beside a running peer), and
+#: --grace on torch's own stop of a failed generation's survivors. (The policy's histories need no torch: they play
+#: in the suite's own process.)
 TIER = ("tests/real/test_example.py", "tests/proc/test_launch_signals.py", "tests/proc/test_launch_retry.py",
-        "tests/proc/test_launch_grace.py")
+        "tests/proc/test_launch_cycle.py", "tests/proc/test_launch_stall.py", "tests/proc/test_launch_grace.py")
 #: What a torch between them runs: the real example alone (the process tests' torch-facing parts are the floor's; the
 #: suite's time is shared).
 EXAMPLE_TIER = ("tests/real/test_example.py",)
@@ -87,6 +91,15 @@ def junit_counts(path: Path) -> dict[str, int]:
     return {key: int(suite.get(key, "0")) for key in ("tests", "failures", "errors", "skipped")}
 
 
+def collected(files: tuple[str, ...]) -> int:
+    """How many tests `files` hold, as this suite's pytest collects them."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--collect-only", *files],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    found = re.search(r"(\d+) tests? collected", done.stdout)
+    assert done.returncode == 0 and found, done.stdout[-2000:] + done.stderr[-2000:]
+    return int(found.group(1))
+
+
 def run_tier(python: Path, files: tuple[str, ...], env: dict[str, str], workdir: Path, name: str) -> dict[str, int]:
     """`python -m pytest FILES` from the checkout, asserted green; its JUnit counts."""
     report = workdir / f"{name}.xml"
@@ -111,8 +124,7 @@ def test_the_example_signals_and_crash_recovery_pass_on_another_torch_and_python
     assert f"{major}.{minor}" == env.python
     run_env = {**os.environ, "PAI_TEST_PYTHON": str(python), "PAI_TEST_EXPECT_TORCH": env.torch}
     counts = run_tier(Path(sys.executable), env.tier, run_env, tmp_path, "tier")
-    # every test of the files ran (39, 6 and 9 at the time of writing)
-    assert counts["tests"] >= {TIER: 30, EXAMPLE_TIER: 6, NEWEST_TIER: 9}[env.tier], counts
+    assert counts["tests"] == collected(env.tier), counts  # every test of the files ran
     print(f"{env.name}: {counts['tests']} passed")
     if env.own_tier:
         # Its own pytest, the checkout's code first: torch is that environment's in the test process too.
