@@ -21,9 +21,9 @@ def test_a_run_supervised_inside_another_process_leaves_that_processs_other_chil
     """A host's own servers (here a sleeping child, its grandchild too) are not the run's: the final sweep kills only
     what the run started, however the run ends."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    host_child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                                   "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
-                                   "time.sleep(120)"])
+    host_child = subprocess.Popen([sys.executable, "-c", "import signal, subprocess, sys; "  # both wait to be killed
+                                   "subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()']); "
+                                   "signal.pause()"])
     try:
         wait_until(lambda: len(psutil.Process(host_child.pid).children()) == 1, 30)
         grandchild = psutil.Process(host_child.pid).children()[0]
