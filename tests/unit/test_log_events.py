@@ -206,3 +206,27 @@ def test_every_generation_end_and_dendrite_verdict_carries_only_declared_fields(
     assert {record["event"] for record in records} >= {"generation_ended", "generation_failed", "generation_stopped",
                                                         "dendrites_added", "dendrites_rejected"}
     assert [problem for record in records for problem in log_events.undeclared(record)] == []
+
+
+def test_every_line_an_agent_gets_for_its_account_of_itself_carries_only_declared_fields():
+    """agent_ready (warm, cold), warm_workers_refused (asked for cold workers, refused, gone cold) and
+    forkserver_restarted: each branch of core.reports.agent_started_line is declared."""
+    from pai_launch.core import reports
+    from pai_launch.core.observations import AgentStarted
+    from pai_launch.wire.protocol import AgentReady
+
+    accounts = [
+        AgentStarted(7, AgentReady(warm=True, preloaded=("torch",), missing=("x",), forkserver=9, took_s=1.5,
+                                   why="fell back", torch="2.13.0", python="3.11.7"), 1.0),
+        AgentStarted(7, AgentReady(warm=False, why="--cold", torch="2.13.0"), 1.0),
+        AgentStarted(7, AgentReady(warm=False, why="no forkserver here"), 1.0),
+        AgentStarted(7, AgentReady(warm=False, why="the self-check failed"), 1.0, went_cold=True),
+        AgentStarted(7, AgentReady(warm=True, forkserver=11), 1.0, restarted_why="the forkserver had died"),
+    ]
+    lines = [reports.agent_started_line(account) for account in accounts]
+
+    assert [(warning, name) for warning, name, _ in lines] == [
+        (False, "agent_ready"), (False, "agent_ready"), (True, "warm_workers_refused"), (True, "warm_workers_refused"),
+        (True, "forkserver_restarted")]
+    records = [{"event": name, **fields} for _, name, fields in lines]
+    assert [problem for record in records for problem in log_events.undeclared(record)] == []

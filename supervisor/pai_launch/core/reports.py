@@ -6,9 +6,11 @@ from __future__ import annotations
 from pai_launch.core.events import GenerationEnded
 from pai_launch.core.exitcodes import describe_returncode
 from pai_launch.core.failure import Cause, Failure
+from pai_launch.core.observations import AgentGone, AgentStarted
 from pai_launch.core.outcomes import trained
 from pai_launch.core.state import Phase, Policy, State
 from pai_launch.wire import failure_causes, log_events
+from pai_launch.wire.protocol import AgentReady
 
 
 def generation_end(event: GenerationEnded, state: State, duration: float) -> tuple[str, dict]:
@@ -106,3 +108,40 @@ def phase_status(state: State, policy: Policy, dendrites: int | None = None) -> 
     if state.phase is Phase.DONE:
         return f"finished with exit code {state.exit_code}: {state.reason}"
     return "starting"
+
+
+def agent_started_line(raw: AgentStarted) -> tuple[bool, str, dict]:
+    """(whether it is a warning, the event, its fields) for an agent's account of itself: ready with warm or cold
+    workers, warm workers refused and why, or its forkserver restarted."""
+    facts = raw.facts
+    if raw.restarted_why:
+        return True, log_events.FORKSERVER_RESTARTED, dict(
+            agent_pid=raw.agent_pid, forkserver_pid=facts.forkserver, reason=raw.restarted_why,
+            hint="the agent started a new forkserver, which passed the self-check")
+    if raw.went_cold:
+        return True, log_events.WARM_WORKERS_REFUSED, dict(agent_pid=raw.agent_pid, workers="cold", reason=facts.why)
+    if facts.warm:
+        return False, log_events.AGENT_READY, dict(
+            agent_pid=raw.agent_pid, workers="warm", preloaded=",".join(facts.preloaded),
+            forkserver_pid=facts.forkserver, took_s=facts.took_s, **_versions(facts),
+            **({"not_preloaded": ",".join(facts.missing)} if facts.missing else {}),
+            **({"fell_back": facts.why} if facts.why else {}))
+    if facts.why == "--cold":
+        return False, log_events.AGENT_READY, dict(agent_pid=raw.agent_pid, workers="cold", took_s=facts.took_s,
+                                                   **_versions(facts))
+    return True, log_events.WARM_WORKERS_REFUSED, dict(
+        agent_pid=raw.agent_pid, workers="cold", reason=facts.why,
+        hint="every worker starts as a fresh interpreter; --cold says so without the check")
+
+
+def agent_exit_fields(raw: AgentGone) -> dict:
+    """How an agent that left ended: its pid, its exit in words, and the reason it gave."""
+    fields = {"agent_pid": raw.agent_pid, "exit": describe_returncode(raw.returncode)}
+    if raw.why:
+        fields["reason"] = raw.why
+    return fields
+
+
+def _versions(facts: AgentReady) -> dict:
+    """The torch and Python the agent runs, as it reported them."""
+    return {key: value for key, value in (("torch", facts.torch), ("python", facts.python)) if value}

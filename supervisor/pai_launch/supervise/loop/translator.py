@@ -44,7 +44,7 @@ from pai_launch.core.observations import (
     SignalReceived,
     ThreadFailed,
 )
-from pai_launch.core.reports import dendrite_verdict, generation_end
+from pai_launch.core.reports import agent_exit_fields, agent_started_line, dendrite_verdict, generation_end
 from pai_launch.placement.spec import IN_PROCESS
 from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_facts
@@ -55,7 +55,6 @@ from pai_launch.supervise.folder.session import FolderAtEnd, SaveSession
 from pai_launch.supervise.outputs.notify import Notifier
 from pai_launch.wire import failure_causes, log_events
 from pai_launch.wire.errors import LaunchError
-from pai_launch.wire.protocol import AgentReady
 
 
 class InternalError(LaunchError):
@@ -176,25 +175,8 @@ class Translator:
         return self.generation_ended(event, state, duration)
 
     def agent_started(self, raw: AgentStarted) -> None:
-        facts = raw.facts
-        if raw.restarted_why:
-            self.log.warning(log_events.FORKSERVER_RESTARTED, agent_pid=raw.agent_pid, forkserver_pid=facts.forkserver,
-                             reason=raw.restarted_why, hint="the agent started a new forkserver, which passed the "
-                             "self-check")
-        elif raw.went_cold:
-            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why)
-        elif facts.warm:
-            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="warm",
-                          preloaded=",".join(facts.preloaded),
-                          forkserver_pid=facts.forkserver, took_s=facts.took_s, **_versions(facts),
-                          **({"not_preloaded": ",".join(facts.missing)} if facts.missing else {}),
-                          **({"fell_back": facts.why} if facts.why else {}))
-        elif facts.why == "--cold":
-            self.log.info(log_events.AGENT_READY, agent_pid=raw.agent_pid, workers="cold", took_s=facts.took_s,
-                          **_versions(facts))
-        else:
-            self.log.warning(log_events.WARM_WORKERS_REFUSED, agent_pid=raw.agent_pid, workers="cold", reason=facts.why,
-                             hint="every worker starts as a fresh interpreter; --cold says so without the check")
+        warning, name, fields = agent_started_line(raw)
+        (self.log.warning if warning else self.log.info)(name, **fields)
 
     def agent_gone(self, raw: AgentGone) -> AgentLeft | None:
         """An agent that exited between generations: logged when it held no request (one that held one is logged
@@ -345,15 +327,3 @@ def checked_progress(folder: FolderAtEnd, failures: tuple[Failure, ...],
     listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
     detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
     return kept, (Failure.checkpoint(detail),)
-
-
-def agent_exit_fields(raw: AgentGone) -> dict:
-    fields = {"agent_pid": raw.agent_pid, "exit": exitcodes.describe_returncode(raw.returncode)}
-    if raw.why:
-        fields["reason"] = raw.why
-    return fields
-
-
-def _versions(facts: AgentReady) -> dict:
-    """The torch and Python the agent runs, as it reported them."""
-    return {key: value for key, value in (("torch", facts.torch), ("python", facts.python)) if value}
