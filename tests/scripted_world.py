@@ -20,6 +20,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pai_launch.cli import startup
 from pai_launch.core.observations import (
     AgentAnswered,
     AgentGone,
@@ -34,8 +35,6 @@ from pai_launch.core.observations import (
 from pai_launch.linux import procs
 from pai_launch.placement.spec import LaunchSpec
 from pai_launch.supervise.children.proctable import Spawn
-from pai_launch.supervise.folder.session import SaveSession
-from pai_launch.supervise.loop.runner import Runner
 from pai_launch.supervise.loop.world import World, make_world
 from pai_launch.wire.protocol import AgentReady, GenerationRequest, GenerationResult, WorkerFailure
 from tests.helpers import FAKE_TRAINER, events_file, safetensors_bytes
@@ -439,6 +438,17 @@ class Played:
         return [asked[index + 1] - ended[index] for index in range(len(ended)) if index + 1 < len(asked)]
 
 
+def console_events(capsys) -> dict[str, dict]:
+    """The events a played run logged on its console (stderr, JSON lines), by name (the last of each): the record where
+    no save folder was written."""
+    said = {}
+    for line in capsys.readouterr().err.splitlines():
+        if line.startswith("{"):
+            event = json.loads(line)
+            said[event["event"]] = event
+    return said
+
+
 def own_world(spec: LaunchSpec, env: dict[str, str], inbox) -> World:
     """The run's real world, around the run alone: this test process's other children (a shared cluster's servers,
     a test's own helpers) are not the run's to signal or sweep."""
@@ -449,9 +459,10 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
          init_folder: str | None = None, lagging_watcher: bool = False, script_saves: str | None = None,
          env: dict[str, str] | None = None, **spec_fields) -> Played:
     """Run the supervisor in this process on `tmp_path` (its working directory, ./PAI its save folder) against the
-    scripted history; no process is started. `script_saves`: the folder the script really writes (its own --save),
-    when not the save folder pai-launch is given; `env`: variables pai-launch finds set (systemd's); `spec_fields`:
-    the command line's settings (LaunchSpec's fields)."""
+    scripted history, from where the command line hands over (startup.launch_run: the adopted folder, --fresh, an
+    already complete folder, then the run); no process is started. `script_saves`: the folder the script really
+    writes (its own --save), when not the save folder pai-launch is given; `env`: variables pai-launch finds set
+    (systemd's); `spec_fields`: the command line's settings (LaunchSpec's fields)."""
     # As on the command line: --max-failures given is a request for retries (the same crash too).
     defaults = {"nproc": 2, "log_format": "json", "backoff": 0.05, "backoff_max": 0.05, "doctor": False,
                 "retries_requested": "max_failures" in spec_fields}
@@ -460,9 +471,8 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
     inbox = ObservedInbox(lagging_watcher)
     processes = ScriptedProcesses(tmp_path / (script_saves or spec.save_name), list(generations), inbox, init_exit,
                                   init_writes, init_folder)
-    world = make_world(spec, env, inbox, others=procs.own_descendants(), spawn=processes.spawn())
     events_path = processes.save_dir / ".pai-launch" / "events.jsonl"
-    earlier = len(events_file(events_path)) if events_path.exists() else 0  # an earlier invocation's, on a resume
-    code = Runner(spec, SaveSession(spec, env), inbox, env, (), world).run()
+    earlier = len(events_file(events_path)) if events_path.exists() and not spec.fresh else 0  # an earlier run's
+    code = startup.launch_run(spec, env, (), inbox, others=procs.own_descendants(), spawn=processes.spawn())
     events = events_file(events_path)[earlier:] if events_path.exists() else []  # none where no folder was made
     return Played(code, events, processes)

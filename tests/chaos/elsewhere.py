@@ -27,7 +27,7 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("a bug inside pai-launch mid-generation", "every worker stopped and swept, exit 70, the traceback logged",
            "tests/proc/test_launch_internal_error.py::test_a_bug_mid_generation_stops_and_sweeps_every_worker_and_exits_70"),
     Tested("SIGTERM after a stall was killed and retried", "SIGKILL at the grace deadline, the stop finishes",
-           "tests/proc/test_launch_stop_after_kill.py::"
+           "tests/unit/test_histories_stop_after_kill.py::"
            "test_sigterm_after_a_stall_was_killed_and_retried_is_followed_by_sigkill_at_the_grace_deadline"),
     Tested("pai-launch starts in other PID namespaces beside a warm run", "the warm run's private folders are left "
            "alone",

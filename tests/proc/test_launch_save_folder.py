@@ -33,20 +33,6 @@ def _resumable(scene, *, complete: bool = False):
     return save
 
 
-def test_already_complete_save_folder_exits_0_and_is_left_byte_for_byte(scene):
-    save = _resumable(scene, complete=True)
-    before = tree_state(save)
-    launch, rc = scene.run("--nproc", "2", timeout=30)
-
-    assert rc == 0, launch.stderr
-    event = launch.event("already_complete")
-    assert event["save_folder"] == str(save)
-    assert "run_started" not in launch.event_names()
-    assert tree_state(save) == before
-    assert scene.records() == [] and scene.tmp_listing() == []
-    assert scene.work_listing() == ["PAI", *[f"PAI/{name}" for name in sorted(os.listdir(save))]]
-
-
 def test_adopting_a_folder_another_pai_launch_holds_exits_2_naming_it(scene):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pathlib import Path; from pai_launch.savefmt.locks import "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -134,19 +133,6 @@ def test_kill_9_mid_generation_then_a_restart_continues_the_generation_and_run_i
     assert [e["event"] for e in read_events_file(save)].count("run_started") == 2
 
 
-def test_a_restart_after_an_exit_skips_the_init_run_even_without_a_switch_file(scene):
-    first, rc1 = scene.run("--nproc", "2", script_args=["--no-progress"])
-    second, rc2 = scene.run("--nproc", "2", script_args=["--no-progress"])
-
-    assert (rc1, rc2) == (5, 5), second.log_summary()
-    assert first.event_names().count("init_started") == 1
-    assert "init_started" not in second.event_names()
-    assert generations(first) == [(1, None)] and generations(second) == [(2, None)]
-    assert [r["env"]["PAI_LAUNCH_GENERATION"] for r in scene.records()] == ["0", "1", "1", "2", "2"]
-    assert len(_run_ids(scene)) == 1
-    assert read_state(scene.work / "PAI")["generation"] == 2
-
-
 @pytest.mark.parametrize("change", ["script_args", "nproc"])
 def test_another_command_on_the_save_folder_exits_2_mentioning_fresh_and_changes_nothing(scene, change):
     first, rc = scene.run("--nproc", "2", script_args=["--no-progress"])
@@ -163,28 +149,6 @@ def test_another_command_on_the_save_folder_exits_2_mentioning_fresh_and_changes
     assert "--fresh" in lines[0] and change in lines[0], lines[0]
     assert tree_state(scene.work) == before
     assert len(scene.records()) == 3, "nothing was started"
-
-
-def test_fresh_moves_the_old_save_folder_aside_intact_and_starts_over(scene):
-    first, rc = scene.run("--nproc", "2", script_args=["--generations", "1"])
-    assert rc == 0, first.log_summary()
-    old_save = scene.work / "PAI"
-    before = {path: entry for path, entry in tree_state(old_save).items() if path != "."}
-    old_run_id = read_state(old_save)["run_id"]
-
-    second, rc = scene.run("--nproc", "2", "--fresh", script_args=["--generations", "2"])
-
-    assert rc == 0, second.log_summary()
-    moved = second.event("save_folder_moved_aside")
-    aside = scene.work / os.path.basename(moved["moved_to"])
-    assert re.fullmatch(r"PAI\.\d{8}-\d{6}(\.\d+)?", aside.name), aside.name
-    assert {path: entry for path, entry in tree_state(aside).items() if path != "."} == before, "moved, not changed"
-    assert sorted(p.name for p in scene.work.iterdir()) == sorted(["PAI", aside.name])
-    # A new run: init run again, a new run id, a new fingerprint, completed.
-    assert second.event_names().count("init_started") == 1
-    state = read_state(old_save)
-    assert state["run_id"] != old_run_id and state["fingerprint"]["script_args"][-2:] == ["--generations", "2"]
-    assert (old_save / ".training_complete").is_file() and generations(second) == [(1, None), (2, "PAI")]
 
 
 def test_a_second_pai_launch_on_the_same_save_folder_exits_2_naming_the_first_even_with_fresh(scene):
@@ -224,23 +188,3 @@ def test_a_lock_file_left_by_a_dead_process_is_taken_over(scene):
     assert rc == 0, launch.log_summary()
     assert (state_dir(save) / "lock.node0").read_text().strip() == str(launch.pid)
     assert generations(launch) == [(1, "PAI")]
-
-
-def test_a_completed_save_folder_is_not_written_to_whatever_the_command(scene):
-    first, rc = scene.run("--nproc", "2", script_args=["--generations", "1"])
-    assert rc == 0, first.log_summary()
-    before = tree_state(scene.work)
-    assert ".pai-launch" in os.listdir(scene.work / "PAI")
-    started = len(scene.records())
-
-    variants = [
-        (["--nproc", "2"], ["--generations", "1"]),                                   # the same command
-        (["--nproc", "1"], ["--generations", "5"]),                                   # another command
-        (["--nproc", "2", "--reinit", "--max-failures", "1", "--stall-timeout", "5"], ["--generations", "1"]),
-    ]
-    for pai_args, script_args in variants:
-        launch, rc = scene.run(*pai_args, script_args=script_args, timeout=30)
-        assert rc == 0, launch.stderr
-        assert launch.event_names() == ["already_complete"], launch.log_summary()
-        assert tree_state(scene.work) == before, pai_args
-    assert len(scene.records()) == started == 3, "nothing was started"

@@ -166,3 +166,15 @@ def test_an_init_run_that_exits_0_without_writing_its_settings_exits_3_and_start
     assert played.exit_code == exitcodes.INIT_FAILED and played.processes.requests == []
     events = {event["event"]: event for event in json_events(capfd.readouterr().err)}
     assert "array_dims.csv" in events["run_finished"]["reason"]
+
+
+def test_the_polling_watcher_sees_the_marker_and_ends_workers_that_linger_after_it(tmp_path):
+    # Rank 0 writes the marker and its workers go on: the run can only end with 0 if the polling watcher saw it.
+    lingering = Gen(writes=((".training_complete", b"complete"),), hangs=True)
+    played = play(tmp_path, [switch(1), lingering], poll=True, grace=0.5)
+
+    assert played.exit_code == 0, played.names()
+    assert [r.generation for r in played.processes.requests] == [1, 2]
+    assert played.event("completion_marker_seen")["generation"] == 2
+    assert "grace" in played.event("run_finished")["reason"]
+    assert {name for _, _, name, _ in played.processes.signals} >= {"SIGTERM"}

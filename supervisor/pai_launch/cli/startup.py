@@ -25,8 +25,9 @@ DOCTOR_BUDGET_S = 5.0
 
 
 def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue,
-               notes: list[tuple[str, dict]] = ()) -> int:
-    """`notes`: warnings the run starts with besides the script check's (how torchrun's options were read)."""
+               notes: list[tuple[str, dict]] = (), others: frozenset[int] = frozenset(), spawn=None) -> int:
+    """`notes`: warnings the run starts with besides the script check's (how torchrun's options were read);
+    `others`, `spawn`: the world's (world.make_world), where a test hosts the run or plays a history."""
     from pai_launch.supervise.children.coordination import open_job
     from pai_launch.supervise.folder.savefolder import move_aside, resolve_adoption
     from pai_launch.supervise.folder.session import SaveSession
@@ -65,7 +66,8 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
                                       resume_folder=load):
                 print(line)
             return exitcodes.COMPLETE
-        world = make_world(spec, env, inbox)  # before the job's store: its processes are the run's to sweep
+        # Before the job's store: its processes are the run's to sweep.
+        world = make_world(spec, env, inbox, others, spawn)
         spec, job = open_job(spec, session, env, inbox)
         return Runner(spec, session, inbox, env, visible, world, job=job, notes=notes).run()
     except LaunchError as exc:

@@ -24,11 +24,12 @@ class World:
 
 
 def make_world(spec: LaunchSpec, env: dict[str, str], inbox: queue.SimpleQueue,
-               others: frozenset[int] = frozenset(), spawn: Spawn = PROCESSES) -> World:
+               others: frozenset[int] = frozenset(), spawn: Spawn | None = None) -> World:
     """The world of a run: what its threads report goes to `inbox`. `others`: processes already under this process
     that the run must leave alone (none where pai-launch is the process: everything under it is the run's); `spawn`:
     how its children start (real processes, unless a test plays a history)."""
     notifier = Notifier(env, os.getpid())
     table = ProcessTable(python=spec.python, workdir=spec.workdir, env=child_env(env), report=inbox.put,
-                         log_dir=spec.log_dir, agent_args=spec.agent_args, others=others, spawn=spawn)
+                         log_dir=spec.log_dir, agent_args=spec.agent_args, others=others,
+                         spawn=spawn or PROCESSES)
     return World(table=table, notifier=notifier)
