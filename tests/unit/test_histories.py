@@ -9,7 +9,7 @@ from pathlib import Path
 from pai_launch.core import exitcodes
 from pai_launch.status import gather
 from tests.helpers import json_events
-from tests.scripted_world import Gen, complete, play, switch, torn
+from tests.scripted_world import Gen, checkpoint, complete, play, switch, torn
 
 
 def test_a_run_restructures_twice_and_completes_resuming_each_generation_from_the_save_folder(tmp_path):
@@ -178,3 +178,16 @@ def test_the_polling_watcher_sees_the_marker_and_ends_workers_that_linger_after_
     assert played.event("completion_marker_seen")["generation"] == 2
     assert "grace" in played.event("run_finished")["reason"]
     assert {name for _, _, name, _ in played.processes.signals} >= {"SIGTERM"}
+
+
+def test_training_reached_is_said_once_per_generation_at_its_first_training_write(tmp_path):
+    trains = Gen(writes=(("switch_1.pt", checkpoint()),), trains_for=0.3, heartbeat=0.1)
+    last = Gen(writes=((".training_complete", b"complete"),), trains_for=0.3, heartbeat=0.1)
+    played = play(tmp_path, [trains, last])
+
+    assert played.exit_code == 0, played.names()
+    reached = played.all("training_reached")
+    assert [e["generation"] for e in reached] == [1, 2]
+    assert reached[0]["after_s"] >= 0 and played.names().index("training_reached") < played.names().index(
+        "generation_ended")
+    assert played.event("completion_marker_seen")["generation"] == 2

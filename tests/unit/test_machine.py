@@ -10,7 +10,9 @@ from pai_launch.core.actions import (
     Finish,
     KillRun,
     PrepareAgent,
+    ReportMarkerSeen,
     ReportStall,
+    ReportTrainingReached,
     ScheduleRetry,
     SignalRun,
     StartGeneration,
@@ -263,6 +265,24 @@ def test_marker_with_lingering_workers_stops_them_after_grace_and_exits_0():
 def test_repeated_marker_events_do_not_move_the_deadline():
     state, _ = replay([INIT_OK, MarkerAppeared(now=50.0), MarkerAppeared(now=55.0)])
     assert state.current.marker_deadline == 60.0
+
+
+def test_the_marker_is_announced_once_whenever_it_is_seen():
+    _, actions = replay([INIT_OK, MarkerAppeared(now=50.0), MarkerAppeared(now=55.0)])
+    assert actions.count(ReportMarkerSeen()) == 1
+    # Seen while a retry waits: said, then the run finishes.
+    failed = GenerationEnded(failures=(worker(1, 1),), now=20.0)
+    _, actions = replay([INIT_OK, failed, MarkerAppeared(now=21.0)])
+    assert actions[-2:] == [ReportMarkerSeen(), Finish(exitcodes.COMPLETE, "training complete")]
+
+
+def test_training_reached_is_announced_once_per_generation_at_its_first_training_write():
+    started = replay([INIT_OK])[0].current.started_at
+    history = [INIT_OK, SaveActivity(started + 1.0, training=False), SaveActivity(started + 2.5),
+               SaveActivity(started + 3.0), PROGRESS, SaveActivity(started + 4.0)]
+    _, actions = replay(history)
+    reached = [a for a in actions if isinstance(a, ReportTrainingReached)]
+    assert len(reached) == 2 and reached[0] == ReportTrainingReached(2.5)  # then once in generation 2
 
 
 def test_no_generation_starts_after_the_marker_even_when_one_ends_with_progress():

@@ -43,7 +43,8 @@ def attempts(*crashes):
 
 def test_the_same_crash_after_training_started_is_retried_once_then_ends_the_run_naming_the_repeat():
     state, actions = replay(attempts(trained_crash, trained_crash)[:-1])
-    assert [type(a).__name__ for a in actions] == ["StartInit", "StartGeneration", "ScheduleRetry", "StartGeneration",
+    assert [type(a).__name__ for a in actions] == ["StartInit", "StartGeneration", "ReportTrainingReached",
+                                                   "ScheduleRetry", "StartGeneration", "ReportTrainingReached",
                                                    "Finish"]
     assert state.phase is Phase.DONE and state.exit_code == 1 and state.failures == 2
     assert "the same crash as the attempt before" in state.reason and "after training started" in state.reason

@@ -93,6 +93,19 @@ class ReportAgentHung:
 
 
 @dataclass(frozen=True)
+class ReportTrainingReached:
+    """Informative: the generation's workers wrote beyond their start-up files `after` seconds into it (what a restart
+    costs ends here)."""
+
+    after: float
+
+
+@dataclass(frozen=True)
+class ReportMarkerSeen:
+    """Informative: the completion marker is there; the workers get the grace to exit."""
+
+
+@dataclass(frozen=True)
 class AnnounceStop:
     """Multi-node: tell every node the job stops (this node's pai-launch got `signum`)."""
 
@@ -113,4 +126,5 @@ class Finish:
 
 Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun
           | ScheduleRetry | ReportStall
-          | ReportAgentHung | ReportRunaway | AnnounceStop | RecheckProgress | Finish)
+          | ReportAgentHung | ReportRunaway | ReportTrainingReached | ReportMarkerSeen | AnnounceStop | RecheckProgress
+          | Finish)

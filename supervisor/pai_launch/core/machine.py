@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pai_launch.core import deadlines, exitcodes, init_run, outcomes, stops
-from pai_launch.core.actions import Action, ReplaceAgent
+from pai_launch.core.actions import Action, ReplaceAgent, ReportMarkerSeen, ReportTrainingReached
 from pai_launch.core.events import (
     AdoptionRefused,
     AgentLeft,
@@ -84,7 +84,9 @@ def _on_save_activity(policy: Policy, state: State, event: SaveActivity) -> tupl
     if state.phase is not Phase.TRAINING:
         return state, []
     reached = state.current.reached_training or event.training
-    return state.with_current(last_activity=event.now, reached_training=reached), []
+    said = [] if state.current.reached_training or not reached else \
+        [ReportTrainingReached(round(event.now - state.current.started_at, 2))]
+    return state.with_current(last_activity=event.now, reached_training=reached), said
 
 
 def _on_waiting(policy: Policy, state: State, event: WorkersWaiting) -> tuple[State, list[Action]]:
@@ -99,12 +101,14 @@ def _on_launched(policy: Policy, state: State, event: WorkersLaunched) -> tuple[
 
 
 def _on_marker(policy: Policy, state: State, event: MarkerAppeared) -> tuple[State, list[Action]]:
+    said: list[Action] = [] if state.marker_seen else [ReportMarkerSeen()]
     state = replace(state, marker_seen=True)
     if state.phase is Phase.TRAINING and state.current.marker_deadline is None:
-        return state.with_current(marker_deadline=event.now + policy.grace), []
+        return state.with_current(marker_deadline=event.now + policy.grace), said
     if state.phase in (Phase.BACKOFF, Phase.SETTLING):  # nothing runs, and nothing is to start after the marker
-        return finish(state, exitcodes.COMPLETE, "training complete")
-    return state, []
+        state, actions = finish(state, exitcodes.COMPLETE, "training complete")
+        return state, [*said, *actions]
+    return state, said
 
 
 def _on_joined(policy: Policy, state: State, event: GenerationJoined) -> tuple[State, list[Action]]:

@@ -1,7 +1,8 @@
 """What each action of the state machine does to the world: start the init run or a generation, adopt a folder,
-signal, kill, schedule a retry, announce a job's stop, report a stall, finish. One method per action, found through
-EFFECTS (one typed table, complete for the Action union: checked as this module is imported); each gets the action
-and the state the machine left, and what it learns goes back to the inbox as an event, never into the loop's memory.
+signal, kill, schedule a retry, announce a job's stop, say the moments the machine announces (training reached, the
+marker seen, a stall), finish. One method per action, found through EFFECTS (one typed table, complete for the Action
+union: checked as this module is imported); each gets the action and the state the machine left, and what it learns
+goes back to the inbox as an event, never into the loop's memory.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from pai_launch.core.actions import (
     RecheckProgress,
     ReplaceAgent,
     ReportAgentHung,
+    ReportMarkerSeen,
     ReportRunaway,
     ReportStall,
+    ReportTrainingReached,
     ScheduleRetry,
     SignalRun,
     StartGeneration,
@@ -236,6 +239,12 @@ class Effects:
         self.log.error(log_events.STALL_DETECTED, generation=state.generation, idle_s=round(action.idle, 1),
                        action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
 
+    def report_training_reached(self, action: ReportTrainingReached, state: State) -> None:
+        self.log.info(log_events.TRAINING_REACHED, generation=state.generation, after_s=action.after)
+
+    def report_marker_seen(self, action: ReportMarkerSeen, state: State) -> None:
+        self.log.info(log_events.COMPLETION_MARKER_SEEN, generation=state.generation, grace_s=self.spec.grace)
+
     def finish(self, action: Finish, state: State) -> int:
         """The run's end: Slurm asked to run the job again where the stop was --requeue-on's; its last line."""
         if state.requeue and self.spec.nodes.coordinator:
@@ -263,6 +272,8 @@ EFFECTS: dict[type, Callable[[Effects, Action, machine.State], int | None]] = {
     ReportAgentHung: Effects.report_agent_hung,
     ReportRunaway: Effects.report_runaway,
     ReportStall: Effects.report_stall,
+    ReportTrainingReached: Effects.report_training_reached,
+    ReportMarkerSeen: Effects.report_marker_seen,
     Finish: Effects.finish,
 }
 

@@ -119,9 +119,8 @@ class Runner:
         self.inbox.put(Began(self.session.needs_init(), time.monotonic()))  # behind any signal already queued
         self.announce_start()
         while True:
-            before = self.state
-            self.state, actions = machine.step(self.policy, before, self.next_event())
-            self.announce(before, self.state)
+            self.state, actions = machine.step(self.policy, self.state, self.next_event())
+            self.record_step(self.state)
             for action in actions:
                 exit_code = EFFECTS[type(action)](self.effects, action, self.state)
                 if exit_code is not None:
@@ -150,19 +149,11 @@ class Runner:
             self.log.warning(event, **fields)
         self.record()
 
-    def announce(self, before: machine.State, after: machine.State) -> None:
-        """What a step of the machine changed, said: training reached, the marker seen; the state recorded in the
-        save folder and given to systemd."""
-        if after.current.reached_training and not before.current.reached_training \
-                and after.phase is machine.Phase.TRAINING:
-            # The workers' first write beyond start-up files: what a restart costs ends here.
-            self.log.info(log_events.TRAINING_REACHED, generation=after.generation,
-                          after_s=round(time.monotonic() - after.current.started_at, 2))
-        if after.marker_seen and not before.marker_seen:
-            self.log.info(log_events.COMPLETION_MARKER_SEEN, generation=after.generation, grace_s=self.spec.grace)
+    def record_step(self, state: machine.State) -> None:
+        """Where a step of the machine left the run, recorded: in the save folder's state.json, and for systemd."""
         self.record()
-        self.notifier.report(phase_status(after, self.policy, self.translator.dendrites),
-                             stopping=after.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
+        self.notifier.report(phase_status(state, self.policy, self.translator.dendrites),
+                             stopping=state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
 
     def console_lost(self, stream: str, error: str) -> None:
         """Our stdout or stderr went away (a closed terminal, a reader that quit, a full disk): the run goes on, its
