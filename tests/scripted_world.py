@@ -34,7 +34,7 @@ from pai_launch.core.observations import (
 )
 from pai_launch.linux import procs
 from pai_launch.placement.spec import LaunchSpec
-from pai_launch.supervise.children.proctable import Spawn
+from pai_launch.supervise.children.spawn import Spawn
 from pai_launch.supervise.loop.world import World, make_world
 from pai_launch.wire.protocol import AgentReady, GenerationRequest, GenerationResult, WorkerFailure
 from tests.helpers import FAKE_TRAINER, events_file, safetensors_bytes

@@ -1,11 +1,13 @@
 """The process table's part in replacing an agent: it forgets an agent that left and keeps the request it never
-took, and starts a new agent for it only when the machine asks (ReplaceAgent) for that very generation."""
+took, and starts a new agent for it only when the machine asks (ReplaceAgent) for that very generation; and what it
+learns of its children's ends from the threads' reports, before the translator sees them."""
 
 from __future__ import annotations
 
 import sys
 from types import SimpleNamespace
 
+from pai_launch.core.observations import AgentAnswered, AgentReported, ProcessExited, Role, SignalReceived
 from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.wire.protocol import GenerationRequest
 
@@ -40,3 +42,17 @@ def test_no_new_agent_for_another_generation_or_for_an_agent_that_was_not_the_cu
     assert table.agent_pid == 41
     assert table.agent_gone(41, _request(3))
     assert table.replace_agent(4) is None and started == []
+
+
+def test_the_table_learns_its_childrens_ends_and_sets_aside_reports_of_agents_it_no_longer_runs(tmp_path):
+    table = _table(tmp_path, [])
+    table._agent_busy = True
+    table._plain = SimpleNamespace(pid=40)
+
+    assert table.learn(ProcessExited(Role.INIT, 0, "", 1.0)) and table._plain is None
+    assert not table.learn(AgentAnswered(7, 1.0))  # an older agent's heartbeat: nothing to decide
+    assert table.learn(AgentAnswered(41, 1.0))
+    assert not table.learn(AgentReported(7, None, -9, 2.0)) and table.agent_pid == 41
+    assert table.learn(AgentReported(41, None, -9, 2.0)) and table.agent_pid is None  # died with its generation
+    assert not table.learn(AgentReported(41, None, -9, 2.0)), "an end is learned once"
+    assert table.learn(SignalReceived(15, 3.0)), "anything else is not the table's to judge"

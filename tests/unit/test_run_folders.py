@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pai_launch.supervise.children.proctable import make_run_root, start_folder_name
+from pai_launch.supervise.children.runfolders import make_run_root, start_folder_name
 from pai_launch.supervise.job import plan
 
 NOW = 1_767_323_045.0  # 2026-01-02 03:04:05 UTC

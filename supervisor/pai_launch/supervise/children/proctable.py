@@ -6,9 +6,7 @@ descendant: it signals the run's processes, kills them all, reaps orphans re-par
 child subreaper) and, on close(), sweeps whatever is left. It also owns the private folder for the
 workers' log files and the agent's temporary files, each locked for the run's life (privatedir).
 
-A run's files (per-rank logs, warm worker records) go under LOG_ROOT/<run id>/<start>/generation-N, <start> naming
-this supervisor's start (UTC time and pid): runs sharing --log-dir, a --fresh rerun and a resumed one each read and
-count only their own.
+A run's files (per-rank logs, warm worker records) go where runfolders.py says; how children start, spawn.py.
 """
 
 from __future__ import annotations
@@ -18,17 +16,25 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from pai_launch.core.observations import Role
+from pai_launch.core.observations import (
+    AgentAnswered,
+    AgentGone,
+    AgentJoined,
+    AgentReported,
+    AgentTookRequest,
+    ProcessExited,
+    Role,
+)
 from pai_launch.core.state import STOP_SIGNALS
 from pai_launch.linux import privatedir, procs
 from pai_launch.supervise.children.agent_process import Agent
 from pai_launch.supervise.children.plain_process import PlainProcess
-from pai_launch.supervise.job import plan
+from pai_launch.supervise.children.runfolders import LOG_ROOT_PREFIX, make_run_root, remove_stale_log_roots
+from pai_launch.supervise.children.spawn import PROCESSES, Spawn
 from pai_launch.supervise.job.plan import Command
 from pai_launch.supervise.outputs import liveline
 from pai_launch.wire.protocol import GenerationRequest, StopJob
@@ -36,75 +42,12 @@ from pai_launch.wire.protocol import GenerationRequest, StopJob
 FINAL_SWEEP_TIMEOUT = 2.0
 #: How long an agent may take to connect to node 0's store and raise the job's stop flag.
 STOP_FLAG_TIMEOUT = 10.0
-LOG_ROOT_PREFIX = privatedir.PREFIX
 #: Longest folder for the agent's temporary files: a Unix socket's path (there) may not exceed 107 bytes.
 SHORT_PATH = 60
 #: After its request pipe closes, how long the agent gets to stop its forkserver and leave by itself.
 AGENT_EXIT_TIMEOUT = 2.0
 #: How often the agent is sent the heartbeat (the machine decides how long a silence makes it hung).
 HEARTBEAT_EVERY = 2.0
-
-
-def start_plain_process(role: Role, command: Command, env: dict[str, str], report: Callable[[object], None],
-                        live: liveline.LiveLine | None) -> PlainProcess:
-    return PlainProcess(role, command, env, report, live=live).start()
-
-
-def start_agent_process(python: str, workdir: Path, env: dict[str, str], report: Callable[[object], None],
-                        agent_args: tuple[str, ...], live: liveline.LiveLine | None) -> Agent:
-    return Agent(python, workdir, env, report, agent_args=agent_args, live=live).start()
-
-
-def signal_process(pid: int, signum: int) -> bool:
-    """`signum` to the process group `pid` leads (our children are session leaders), else to `pid` alone."""
-    return procs.signal_group(pid, signum) or procs.signal_pid(pid, signum)
-
-
-def kill_processes(descendants: procs.Descendants, spare: frozenset[int]) -> int:
-    return descendants.kill_all(spare)
-
-
-@dataclass(frozen=True)
-class Spawn:
-    """How the table starts its two kinds of child, signals the run's processes and kills them all: real processes,
-    or (a test's world) stand-ins that play a history in this process and report through the same callback, with
-    the same interface."""
-
-    plain: Callable[[Role, Command, dict[str, str], Callable[[object], None], liveline.LiveLine | None], PlainProcess]
-    agent: Callable[[str, Path, dict[str, str], Callable[[object], None], tuple[str, ...], liveline.LiveLine | None],
-                    Agent]
-    signal: Callable[[int, int], bool] = signal_process
-    #: SIGKILL every descendant but the spared (pids); how many were alive.
-    kill: Callable[[procs.Descendants, frozenset[int]], int] = kill_processes
-
-
-PROCESSES = Spawn(plain=start_plain_process, agent=start_agent_process)
-
-
-def start_folder_name(now: float, pid: int) -> str:
-    """This supervisor start, sortable by time: `20260102T030405Z-1234`."""
-    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(now))}-{pid}"
-
-
-def make_run_root(log_root: Path, run_id: str, now: float, pid: int) -> Path:
-    """A new folder for this start's files; never one an earlier start left (a suffix if the name is taken)."""
-    parent = log_root / plan.path_safe(run_id)
-    parent.mkdir(parents=True, exist_ok=True)
-    base = start_folder_name(now, pid)
-    for attempt in range(1, 1000):
-        folder = parent / (base if attempt == 1 else f"{base}-{attempt}")
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free folder name under {parent} for {base}")
-
-
-def remove_stale_log_roots() -> None:
-    """Private folders of pai-launch processes that were killed (kill -9 skips our cleanup): only those whose lock
-    no one holds, whatever PID namespace their owner runs in."""
-    privatedir.remove_abandoned({tempfile.gettempdir(), "/tmp"}, LOG_ROOT_PREFIX)
 
 
 class ProcessTable:
@@ -243,8 +186,20 @@ class ProcessTable:
         return self._plain is not None or self._agent_busy
 
     # --- ends -----------------------------------------------------------------------------------------
-    def plain_ended(self) -> None:
-        self._plain = None
+    def learn(self, raw: object) -> bool:
+        """What the threads report of the table's children, learned before anything is judged: the plain process
+        ended, an agent's generation ended (the agent with it, where no result came), an agent gone between
+        generations. False: a report of an agent the run no longer runs, with nothing left to decide."""
+        if isinstance(raw, ProcessExited):
+            self._plain = None
+            return True
+        if isinstance(raw, AgentReported):
+            return self.agent_ended(raw.agent_pid, alive=raw.result is not None)
+        if isinstance(raw, AgentGone):
+            return self.agent_gone(raw.agent_pid, raw.pending)
+        if isinstance(raw, (AgentAnswered, AgentTookRequest, AgentJoined)):
+            return self.is_current_agent(raw.agent_pid)
+        return True
 
     def agent_ended(self, pid: int, alive: bool) -> bool:
         """The generation of agent `pid` ended (the agent died with it unless `alive`); False for a report from an agent

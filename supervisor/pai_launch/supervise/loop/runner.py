@@ -95,7 +95,7 @@ class Runner:
                 except jobsecret.SecretError as exc:
                     self.log.error(log_events.JOB_SETUP_FAILED, error=str(exc))
                     return exitcodes.USAGE
-            self.translator = Translator(self.session, self.table, self.log, self.notifier)
+            self.translator = Translator(self.session, self.table.log_root, self.log, self.notifier)
             self.effects = Effects(self.spec, self.session, self.world, self.inbox, self.log, env=self.env,
                                    visible=self.visible, policy=self.policy, store_host=self.store_host,
                                    started=time.monotonic())
@@ -204,6 +204,8 @@ class Runner:
             try:
                 raw = self.inbox.get(timeout=self.next_tick - now)
             except queue.Empty:
+                continue
+            if not self.table.learn(raw):  # of an agent the run no longer runs: nothing to decide
                 continue
             event = self.translator.event_for(raw, self.state)
             if event is not None:

@@ -2,7 +2,9 @@
 
 An exit becomes InitExited or GenerationEnded with what the save folder says (where the init run
 wrote, which switch files changed, is the marker there); a save-folder write becomes SaveActivity.
-Each moment is logged here, once. A thread's crash becomes InternalError.
+What a report tells is said here, once (a signal, a switch file written, an agent's account of itself, a generation's
+end and its verdict); what the machine then decides is said by the effects. A thread's crash becomes InternalError.
+The process table has already learned of its children's ends (ProcessTable.learn): the translator never changes it.
 """
 
 from __future__ import annotations
@@ -49,7 +51,6 @@ from pai_launch.placement.spec import IN_PROCESS
 from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise.children import signals
-from pai_launch.supervise.children.proctable import ProcessTable
 from pai_launch.supervise.folder import logspace
 from pai_launch.supervise.folder.session import FolderAtEnd, SaveSession
 from pai_launch.supervise.outputs.notify import Notifier
@@ -68,8 +69,9 @@ class InternalError(LaunchError):
 
 
 class Translator:
-    def __init__(self, session: SaveSession, table: ProcessTable, log, notifier: Notifier) -> None:
-        self.session, self.table, self.log, self.notifier = session, table, log, notifier
+    def __init__(self, session: SaveSession, log_root: Path | None, log, notifier: Notifier) -> None:
+        """`log_root`: where the workers' output goes (the process table's), to tell a full disk as the cause."""
+        self.session, self.log_root, self.log, self.notifier = session, log_root, log, notifier
         #: (generation, switch file) already logged as switch_written (a file is written in several events).
         self.announced: set[tuple[int, str]] = set()
         #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from
@@ -112,27 +114,22 @@ class Translator:
             self.judge_dendrites(None, raw.progressed, state)  # another node's switch file showed up late
         return raw
 
-    def on_agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event | None:
-        ended = self.table.agent_ended(raw.agent_pid, alive=raw.result is not None)
-        return self.agent_reported(raw, state) if ended else None
+    def on_agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
+        return self.agent_reported(raw, state)
 
     def on_agent_started(self, raw: AgentStarted, state: machine.State) -> None:
         self.agent_started(raw)
 
-    def on_agent_answered(self, raw: AgentAnswered, state: machine.State) -> AgentAnswered | None:
-        return raw if self.table.is_current_agent(raw.agent_pid) else None
+    def on_agent_answered(self, raw: AgentAnswered, state: machine.State) -> AgentAnswered:
+        return raw
 
-    def on_agent_took_request(self, raw: AgentTookRequest, state: machine.State) -> machine.Event | None:
-        if not self.table.is_current_agent(raw.agent_pid):
-            return None
+    def on_agent_took_request(self, raw: AgentTookRequest, state: machine.State) -> machine.Event:
         return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
 
-    def on_agent_gone(self, raw: AgentGone, state: machine.State) -> AgentLeft | None:
+    def on_agent_gone(self, raw: AgentGone, state: machine.State) -> AgentLeft:
         return self.agent_gone(raw)
 
-    def on_agent_joined(self, raw: AgentJoined, state: machine.State) -> GenerationJoined | None:
-        if not self.table.is_current_agent(raw.agent_pid):
-            return None
+    def on_agent_joined(self, raw: AgentJoined, state: machine.State) -> GenerationJoined:
         if (raw.generation, raw.failures) != (state.generation, state.failures):
             self.log.warning(log_events.GENERATION_JOINED, generation=raw.generation, instead_of=state.generation,
                              failures=raw.failures, hint="node 0 numbers the job's generations and counts its "
@@ -158,7 +155,6 @@ class Translator:
         return raw
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
-        self.table.plain_ended()
         duration = round(raw.now - state.current.started_at, 2)
         if raw.role is Role.INIT:
             stopped = {"stopped_by": state.stopped_by} if state.stopped_by is not None else {}
@@ -178,11 +174,9 @@ class Translator:
         warning, name, fields = agent_started_line(raw)
         (self.log.warning if warning else self.log.info)(name, **fields)
 
-    def agent_gone(self, raw: AgentGone) -> AgentLeft | None:
+    def agent_gone(self, raw: AgentGone) -> AgentLeft:
         """An agent that exited between generations: logged when it held no request (one that held one is logged
         as replaced, or not, once the machine has decided)."""
-        if not self.table.agent_gone(raw.agent_pid, raw.pending):
-            return None
         fields = agent_exit_fields(raw)
         if raw.pending is None and (raw.why or raw.returncode != 0):
             self.log.warning(log_events.AGENT_EXITED, **fields)
@@ -224,7 +218,7 @@ class Translator:
     def output_lost(self) -> str | None:
         """A failed generation whose output went to a full disk: that is the failure to report (its log tails are
         empty or cut short, and a retry into a full disk cannot help)."""
-        problem = logspace.problem(self.table.log_root, given=self.session.spec.log_dir is not None)
+        problem = logspace.problem(self.log_root, given=self.session.spec.log_dir is not None)
         if problem:
             self.log.error(log_events.LOG_DIR_FULL, reason=problem)
         return problem

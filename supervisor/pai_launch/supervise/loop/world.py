@@ -13,7 +13,8 @@ import queue
 from dataclasses import dataclass
 
 from pai_launch.placement.spec import LaunchSpec
-from pai_launch.supervise.children.proctable import PROCESSES, ProcessTable, Spawn
+from pai_launch.supervise.children.proctable import ProcessTable
+from pai_launch.supervise.children.spawn import PROCESSES, Spawn
 from pai_launch.supervise.outputs.notify import Notifier, child_env
 
 
