@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.cli import startup, tools
+from pai_launch.cli import beforerun, startup, tools
 from pai_launch.doctor import source
 from pai_launch.doctor.budget import Deadline, OutOfTime
 from pai_launch.doctor.diagnose import check_script, render_text
@@ -165,7 +165,7 @@ def _launch_spec(tmp_path: Path) -> LaunchSpec:
 
 
 def test_the_launchs_check_gives_up_in_one_warning_and_the_spec_goes_on(tmp_path):
-    spec, notes = startup.check_script(_launch_spec(tmp_path), deadline=Deadline(0))
+    spec, notes = beforerun.check_script(_launch_spec(tmp_path), deadline=Deadline(0))
     assert [event for event, _fields in notes] == [log_events.SCRIPT_CHECK_GAVE_UP]
     fields = notes[0][1]
     assert fields["script"] == "train.py" and fields["budget_s"] == 0
@@ -176,7 +176,7 @@ def test_the_launchs_check_gives_up_in_one_warning_and_the_spec_goes_on(tmp_path
 
 def test_a_launch_whose_check_runs_out_of_time_still_starts(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(startup, "DOCTOR_BUDGET_S", 0.0)
+    monkeypatch.setattr(beforerun, "DOCTOR_BUDGET_S", 0.0)
     code = startup.launch_run(_launch_spec(tmp_path), {}, (), queue.SimpleQueue())
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pai_launch.cli import startup
+from pai_launch.cli import beforerun
 from pai_launch.doctor.diagnose import check_script, render_text
 from pai_launch.doctor.save_args import given, option_flags
 from pai_launch.placement.spec import LaunchSpec
@@ -70,7 +70,7 @@ def test_a_launch_checks_the_save_folder_with_the_scripts_arguments(tmp_path, mo
                           save_name="runs/a", script_args=args)
 
     monkeypatch.chdir(tmp_path)
-    _spec, mismatched = startup.check_script(spec())
-    _spec, matched = startup.check_script(spec("--save", "runs/a"))
+    _spec, mismatched = beforerun.check_script(spec())
+    _spec, matched = beforerun.check_script(spec("--save", "runs/a"))
     assert [fields["id"] for _event, fields in mismatched if "id" in fields] == ["save-name-mismatch"]
     assert matched == []

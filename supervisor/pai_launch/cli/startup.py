@@ -1,62 +1,37 @@
-"""From a valid command line to the runner: the folder adopted for this command, --fresh, an already complete folder,
-the doctor's check, the dry run, the job's coordination, then the run itself."""
+"""From a valid command line to the runner: the run settled (beforerun.py), then composed: its save session, the dry
+run's plan or the world, the job's coordination and the runner."""
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import sys
-import time
 
-from pai_launch.cli import scriptfile
+from pai_launch.cli import beforerun
 from pai_launch.core import exitcodes
-from pai_launch.doctor.budget import Deadline, OutOfTime
-from pai_launch.linux import capacity
-from pai_launch.placement.spec import MODULE, LaunchSpec
-from pai_launch.savefmt import adoptions, savedir
+from pai_launch.placement.spec import LaunchSpec
+from pai_launch.savefmt import savedir
 from pai_launch.supervise.job import plan
 from pai_launch.supervise.outputs import logs
-from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
-
-#: How long the script check before a start may take: the corpus's largest project takes 0.2 s, and a launch must
-#: never wait long on a check whose findings are only warnings (`pai-launch doctor` itself has no limit).
-DOCTOR_BUDGET_S = 5.0
 
 
 def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], inbox: queue.SimpleQueue,
                notes: list[tuple[str, dict]] = (), others: frozenset[int] = frozenset(), spawn=None) -> int:
-    """`notes`: warnings the run starts with besides the script check's (how torchrun's options were read);
-    `others`, `spawn`: the world's (world.make_world), where a test hosts the run or plays a history."""
+    """The composition root: the run settled (beforerun.settle), its save session, then the dry run's plan, or the
+    world, the job's coordination and the runner. `notes`: warnings the run starts with besides the script check's
+    (how torchrun's options were read); `others`, `spawn`: the world's (world.make_world), where a test hosts the run
+    or plays a history."""
     from pai_launch.supervise.children.coordination import open_job
-    from pai_launch.supervise.folder.savefolder import move_aside, resolve_adoption
     from pai_launch.supervise.folder.session import SaveSession
     from pai_launch.supervise.loop.runner import Runner
     from pai_launch.supervise.loop.world import make_world
 
     log = logs.make_logger(spec.log_format)
     try:
-        spec, adopted = resolve_adoption(spec)
-        if adopted is not None:
-            log.info(log_events.ADOPTED_FOLDER_USED, save_folder=adopted.save_name, instead_of=adopted.instead_of,
-                     recorded_in=str(adoptions.record_path(spec.workdir)))
-        if spec.fresh and spec.save_dir.exists():
-            if spec.dry_run:
-                print(f"--fresh: {spec.save_dir} would be moved aside")
-            else:
-                moved = move_aside(spec.save_dir)
-                log.warning(log_events.SAVE_FOLDER_MOVED_ASIDE, save_folder=str(spec.save_dir), moved_to=str(moved))
-        marker_time = savedir.marker_mtime(spec.save_dir)
-        if marker_time is not None:
-            when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(marker_time))
-            log.info(log_events.ALREADY_COMPLETE, save_folder=str(spec.save_dir), marker_written=when,
-                     hint="nothing to do; use --fresh (or another --save-name) to train again")
-            return exitcodes.COMPLETE
-        spec, checked = check_script(spec)
-        notes = [*notes, *checked]
-        crowded = None if spec.data_parallel else capacity.cores_warning(spec.nproc, capacity.usable_cores())
-        if crowded:
-            notes.append((log_events.NPROC_ABOVE_CORES, crowded))
+        settled = beforerun.settle(spec, log, notes)
+        if isinstance(settled, int):
+            return settled
+        spec, notes = settled
         session = SaveSession(spec, env)
         if spec.dry_run:
             for event, fields in notes:
@@ -73,47 +48,3 @@ def launch_run(spec: LaunchSpec, env: dict[str, str], visible: tuple[str, ...], 
     except LaunchError as exc:
         print(f"pai-launch: error: {exc}", file=sys.stderr)
         return exc.exit_code
-
-
-def check_script(spec: LaunchSpec, deadline: Deadline | None = None) -> tuple[LaunchSpec, list[tuple[str, dict]]]:
-    """Run doctor on the script (unless --no-doctor): its errors become warnings for the run's log, never a reason not
-    to start; nor is a check that runs out of `deadline` (DOCTOR_BUDGET_S from now). Returns the spec with
-    --resume-from settled (as given, else the stage doctor read, else switch) and the warnings, as (event, fields)."""
-    stage, notes = None, []
-    if spec.doctor:
-        stage, notes = _doctor_notes(spec, deadline or Deadline(DOCTOR_BUDGET_S))
-    return dataclasses.replace(spec, resume_from=spec.resume_from or stage or "switch"), notes
-
-
-def _doctor_notes(spec: LaunchSpec, deadline: Deadline) -> tuple[str | None, list[tuple[str, dict]]]:
-    """Doctor reads the Python file the run starts in: a module's file; nothing for a program that is not Python."""
-    script = scriptfile.python_file(spec)
-    if script is None:
-        return None, []
-    details = f"pai-launch doctor {script if spec.runs_as == MODULE else plan.script_arg(spec)}"
-    try:
-        from pai_launch.doctor import diagnose
-
-        report = diagnose.check_script(script, expected_save_name=spec.save_name, script_args=spec.script_args,
-                                       deadline=deadline)
-    except OutOfTime as exc:
-        return None, [(log_events.SCRIPT_CHECK_GAVE_UP, {
-            "script": str(spec.script), "budget_s": deadline.seconds,
-            "hint": f"{exc}: the script and the files it imports take longer to check than a start waits; starting "
-                    f"anyway, unchecked (details, with no time limit: {details}; --no-doctor skips the check)"})]
-    except Exception as exc:  # noqa: BLE001 - whatever goes wrong in the checker, the run still starts
-        if type(exc).__name__ == "DoctorError":  # the script cannot be read or parsed
-            return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc), "hint": "the script will likely fail to "
-                                                            "start"})]
-        return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": f"{type(exc).__name__}: {exc}",
-                                                        "hint": "a bug in the check; "
-                                               "skip it with --no-doctor"})]
-    errors = [f for f in report.findings if f.severity == "error"]
-    notes = [(log_events.SCRIPT_PROBLEM, {"id": f.id, "path": f.path, "line": f.line, "problem": f.message,
-                                          "fix": f.fix})
-             for f in errors]
-    if errors:
-        notes.append((log_events.SCRIPT_CHECK, {
-            "script": str(spec.script), "errors": len(errors), "warnings": len(report.findings) - len(errors),
-            "hint": f"details: {details}; starting anyway (--no-doctor skips the check)"}))
-    return report.resume_stage, notes
