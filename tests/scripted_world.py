@@ -472,7 +472,7 @@ def play(tmp_path: Path, generations: list[Gen], *, init_exit: tuple[int, str] =
     processes = ScriptedProcesses(tmp_path / (script_saves or spec.save_name), list(generations), inbox, init_exit,
                                   init_writes, init_folder)
     events_path = processes.save_dir / ".pai-launch" / "events.jsonl"
-    earlier = len(events_file(events_path)) if events_path.exists() and not spec.fresh else 0  # an earlier run's
+    earlier = len(events_file(events_path)) if events_path.is_file() and not spec.fresh else 0  # an earlier run's
     code = startup.launch_run(spec, env, (), inbox, others=procs.own_descendants(), spawn=processes.spawn())
-    events = events_file(events_path)[earlier:] if events_path.exists() else []  # none where no folder was made
+    events = events_file(events_path)[earlier:] if events_path.is_file() else []  # none where no folder was made
     return Played(code, events, processes)

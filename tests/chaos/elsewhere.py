@@ -96,18 +96,21 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("a link planted at .pai-launch/quarantine", "the torn checkpoint stays put; exit 6 as for one not movable",
            "tests/unit/test_locks.py::test_a_link_planted_at_the_quarantine_folder_is_refused_and_the_torn_file_stays"),
     Tested("a named pipe as events.jsonl", "one line naming the pipe, exit 2, nothing started, nothing blocks",
-           "tests/proc/test_launch_own_files.py::test_a_pipe_as_events_jsonl_is_named_exit_2_and_nothing_is_started"),
+           "tests/unit/test_histories_own_files.py::"
+           "test_events_jsonl_that_is_no_regular_file_is_named_exit_2_and_nothing_is_started"),
     Tested("a named pipe as events.jsonl, found after the init run", "exit 6 naming the pipe, no generation started",
-           "tests/proc/test_launch_own_files.py::test_a_pipe_as_events_jsonl_found_after_the_init_run_ends_the_run_naming_it"),
+           "tests/unit/test_histories_own_files.py::"
+           "test_a_pipe_as_events_jsonl_found_after_the_init_run_ends_the_run_naming_it"),
     Tested("SIGTERM while events.jsonl is a pipe", "exit 143 at once, never blocked in open()",
            "tests/proc/test_launch_own_files.py::test_sigterm_still_stops_a_run_whose_events_jsonl_is_a_pipe"),
     Tested("a directory as events.jsonl", "one line saying it is a directory, exit 2",
-           "tests/proc/test_launch_own_files.py::test_a_directory_as_events_jsonl_is_named_as_one"),
+           "tests/unit/test_histories_own_files.py::"
+           "test_events_jsonl_that_is_no_regular_file_is_named_exit_2_and_nothing_is_started"),
     Tested("state.json with fields of the wrong type", "one line naming the field, exit 2, moved aside byte for byte",
-           "tests/proc/test_launch_own_files.py::"
+           "tests/unit/test_histories_own_files.py::"
            "test_a_state_json_with_fields_of_the_wrong_type_is_exit_2_one_line_and_moved_aside"),
     Tested("a 1.5 GB sparse state.json", "refused by its size before it is read, exit 2, moved aside",
-           "tests/proc/test_launch_own_files.py::test_a_huge_sparse_state_json_is_refused_without_being_read"),
+           "tests/unit/test_histories_own_files.py::test_a_huge_sparse_state_json_is_refused_without_being_read"),
     Tested("state.json's save_name leading out of the working directory", "one line, exit 2, nothing made outside",
            "tests/proc/test_launch_own_files.py::"
            "test_a_save_name_that_escapes_the_working_directory_is_refused_and_nothing_is_made_outside"),
