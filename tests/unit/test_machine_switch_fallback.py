@@ -119,24 +119,22 @@ def test_a_garbage_switch_file_failure_counts_like_any_failure():
 
 
 def _folder(progressed, bad):
-    from pai_launch.supervise.folder.session import FolderAtEnd
+    from pai_launch.supervise.folder.generation_files import FolderAtEnd
 
     return FolderAtEnd(complete=False, progressed=progressed, unusable=bad, dendrites=0, max_dendrites=None,
                        max_from="", loaded_switch=None)
 
 
 def test_progress_keeps_only_switch_files_that_pass_the_check():
-    from pai_launch.supervise.loop.translator import checked_progress
-
     bad = {"switch_4.pt": "not a checkpoint"}
-    assert checked_progress(_folder(("switch_2.pt", "switch_4.pt"), bad), (), 2) == (("switch_2.pt",), ())
-    kept, failures = checked_progress(_folder(("switch_4.pt",), bad), (), 2)
+    assert _folder(("switch_2.pt", "switch_4.pt"), bad).checked_progress((), 2) == (("switch_2.pt",), ())
+    kept, failures = _folder(("switch_4.pt",), bad).checked_progress((), 2)
     assert kept == () and failures[0].cause.value == "checkpoint"
     assert "generation 2 wrote no usable switch file (switch_4.pt: not a checkpoint)" in failures[0].describe()
     crash = (Failure.worker(1, 3),)
-    assert checked_progress(_folder(("switch_4.pt",), bad), crash, 2) == ((), crash), "a crash stays the cause"
+    assert _folder(("switch_4.pt",), bad).checked_progress(crash, 2) == ((), crash), "a crash stays the cause"
     # Another node checks nothing (its view of a shared folder may lag): its reading has no unusable files.
-    assert checked_progress(_folder(("switch_4.pt",), {}), (), 2) == (("switch_4.pt",), ())
+    assert _folder(("switch_4.pt",), {}).checked_progress((), 2) == (("switch_4.pt",), ())
 
 
 def test_a_ranks_own_proof_outranks_a_late_write_seen_in_the_save_folder():

@@ -1,7 +1,7 @@
 """Everything pai-launch does under the save folder: its record, lock and events file (written only once the init run
 has shown where the script saves), where the init run really wrote, adoption of that folder and its record beside the
-default one, checkpoint checks before a launch, progress after one, the folder's health and watching it (its faults
-in words, and --fresh's move aside, are savefolder.py's). Files only; no processes.
+default one, checkpoint checks before a launch and progress after one (the checks are generation_files.py's), the
+folder's health and watching it (its faults in words, and --fresh's move aside, are savefolder.py's). Files only.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pai_launch.core.state import Phase, State
 from pai_launch.placement.spec import IN_PROCESS, LaunchSpec
 from pai_launch.savefmt import adoptions, checkpoint, safeopen, savedir, statedir
 from pai_launch.savefmt.locks import SaveFolderLock
-from pai_launch.savefmt.pai_files import folder_facts, folder_limit
 from pai_launch.savefmt.record import (
     RECORDS_FOLDER,
     STATE_DIR,
@@ -27,29 +26,11 @@ from pai_launch.savefmt.record import (
     fingerprint,
     fingerprint_differences,
 )
+from pai_launch.supervise.folder.generation_files import FolderAtEnd, read_at_end, resume_choice
 from pai_launch.supervise.folder.savefolder import SaveFolderError, folder_error, folder_identity, removed_message
 from pai_launch.supervise.folder.watcher import SaveFolderWatcher
 from pai_launch.supervise.job import plan
 from pai_launch.supervise.outputs.logs import EventsFile
-
-
-@dataclasses.dataclass(frozen=True)
-class FolderAtEnd:
-    """What a generation's end is judged by, from one read of the save folder."""
-
-    #: The completion marker is there.
-    complete: bool
-    #: switch_*.pt files written or rewritten since the generation started.
-    progressed: tuple[str, ...]
-    #: Of those, the ones no resume could load, with why (node 0 only).
-    unusable: Mapping[str, str]
-    #: Dendrites in the model (savefmt.pai_files' one count), and the most the script's settings allow (and where
-    #: that limit comes from).
-    dendrites: int
-    max_dendrites: int | None
-    max_from: str
-    #: The switch file the generation was started from, as node 0 chose it.
-    loaded_switch: str | None
 
 
 class SaveSession:
@@ -251,26 +232,11 @@ class SaveSession:
 
     # --- generations ----------------------------------------------------------------------------------
     def resume_folder(self, on_quarantine: Callable[[str, str, Path], None]) -> str | None:
-        """--pai_load_folder's value: the save folder once its newest switch file is whole (torn ones are moved
-        aside, `on_quarantine(name, problem, moved_to)` told of each); None when no switch file is left.
-        Only node 0 moves anything: another node takes the folder as node 0 left it. With --resume-from latest
-        the script resumes from SAVE/latest.pt too (written every epoch, before a restructure's switch file): the flag
-        goes with a whole latest.pt as well, so a crash before the first switch file resumes mid-generation."""
+        """--pai_load_folder's value (generation_files.resume_choice), remembering the switch file it loads."""
         latest = self.spec.resume_from == "latest"
-        self.loaded_switch = None
-        if self.node != 0:  # the file node 0 resumes from, as this node sees it: every node judges a failure alike
-            there = latest and (self.save_dir / checkpoint.LATEST).exists()
-            self.loaded_switch = savedir.newest_switch(self.save_dir)
-            return self.save_name if there or self.loaded_switch is not None else None
-        try:
-            if latest and checkpoint.whole_latest(self.save_dir, on_quarantine):
-                return self.save_name
-            newest = checkpoint.newest_valid_switch(self.save_dir, on_quarantine)
-        except (OSError, StateError) as exc:
-            raise SaveFolderError(f"cannot move a torn checkpoint aside in {self.save_dir}: "
-                                  f"{getattr(exc, 'strerror', None) or exc}") from exc
-        self.loaded_switch = newest
-        return self.save_name if newest is not None else None
+        folder, self.loaded_switch = resume_choice(self.save_dir, self.save_name, latest=latest, node=self.node,
+                                                   on_quarantine=on_quarantine)
+        return folder
 
     def set_aside(self, name: str, why: str, on_quarantine: Callable[[str, str, Path], None]) -> None:
         """Move the switch file `name` into quarantine (never deleted), when it is still the newest; SaveFolderError
@@ -291,24 +257,12 @@ class SaveSession:
         """switch_*.pt files written or rewritten since the generation started."""
         return tuple(savedir.changed_switches(self._switches_before, savedir.snapshot_switches(self.save_dir)))
 
-    def not_checkpoints(self, names: tuple[str, ...]) -> dict[str, str]:
-        """Of the switch files `names`, those that fail the checkpoint check, with why: no resume could use them."""
-        found = {name: checkpoint.problem(self.save_dir / name) for name in names}
-        return {name: why for name, why in found.items() if why is not None}
-
     def complete(self) -> bool:
         return savedir.marker_mtime(self.save_dir) is not None
 
     def at_generation_end(self) -> FolderAtEnd:
-        """The save folder as the generation that just ended left it, read once: the generation's judgement and its
-        log lines all take it from this value. Only node 0 checks the switch files (rank 0 wrote them there; another
-        node's view of a shared folder may lag behind the writes)."""
-        progressed = self.progress()
-        unusable = self.not_checkpoints(progressed) if self.node == 0 else {}
-        dendrites = folder_facts(self.save_dir)[0]
-        most, source = folder_limit(self.save_dir)
-        return FolderAtEnd(complete=self.complete(), progressed=progressed, unusable=unusable, dendrites=dendrites,
-                           max_dendrites=most, max_from=source, loaded_switch=self.loaded_switch)
+        """The save folder as the generation that just ended left it, read once (generation_files.read_at_end)."""
+        return read_at_end(self.save_dir, self.progress(), node=self.node, loaded_switch=self.loaded_switch)
 
     def _records_dir(self) -> Path | None:
         """SAVE/.pai-launch/restructures (made if absent) for rank 0's records of in-process restructures; None in

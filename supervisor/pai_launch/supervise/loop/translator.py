@@ -1,10 +1,10 @@
 """What the supervisor's threads report, turned into the state machine's events.
 
-An exit becomes InitExited or GenerationEnded with what the save folder says (where the init run
-wrote, which switch files changed, is the marker there); a save-folder write becomes SaveActivity.
-What a report tells is said here, once (a signal, a switch file written, an agent's account of itself, a generation's
-end and its verdict); what the machine then decides is said by the effects. A thread's crash becomes InternalError.
-The process table has already learned of its children's ends (ProcessTable.learn): the translator never changes it.
+An exit becomes InitExited or GenerationEnded with what the save folder says (where the init run wrote, which switch
+files changed, is the marker there); a save-folder write becomes SaveActivity; a thread's crash, InternalError. What a
+report tells is said here, once (a signal, a switch file written, an agent's account of itself, a generation's end and
+its verdict); what the machine decides is said by the effects. The process table learned of its children's ends first
+(ProcessTable.learn): the translator never changes it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise.children import signals
 from pai_launch.supervise.folder import logspace
-from pai_launch.supervise.folder.session import FolderAtEnd, SaveSession
+from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.outputs.notify import Notifier
 from pai_launch.wire import failure_causes, log_events
 from pai_launch.wire.errors import LaunchError
@@ -74,8 +74,7 @@ class Translator:
         self.session, self.log_root, self.log, self.notifier = session, log_root, log, notifier
         #: (generation, switch file) already logged as switch_written (a file is written in several events).
         self.announced: set[tuple[int, str]] = set()
-        #: Dendrites in the model as last logged (the one count savefmt.pai_files.dendrites makes; a resume starts from
-        #: it).
+        #: Dendrites in the model as last logged (savefmt.pai_files' one count; a resume starts from it).
         self.dendrites = folder_facts(session.save_dir)[0]
         #: In-process restructures already logged, by (record file, its time): a file is written in several events.
         self.recorded: set[tuple[str, object]] = set()
@@ -167,7 +166,7 @@ class Translator:
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
         folder = self.session.at_generation_end()
-        event = GenerationEnded(failures, complete=folder.complete, now=raw.now, **dendrite_facts(folder))
+        event = GenerationEnded(failures, complete=folder.complete, now=raw.now, **folder.dendrite_facts())
         return self.generation_ended(event, state, duration)
 
     def agent_started(self, raw: AgentStarted) -> None:
@@ -206,13 +205,13 @@ class Translator:
                              for f in result.failures)
         stopped = JobStopped(result.stopped_signal, result.stopped_reason) if result and result.stopped_signal else None
         folder = self.session.at_generation_end()
-        progressed, failures = checked_progress(folder, failures, state.generation)
+        progressed, failures = folder.checked_progress(failures, state.generation)
         fatal = result.fatal if result else None
         if fatal is None and result is not None and not result.error and failures:
             fatal = self.output_lost()
         event = GenerationEnded(failures, complete=folder.complete, progressed=progressed, now=raw.now, stopped=stopped,
                                 fatal=fatal, loaded_from=folder.loaded_switch,
-                                **(dendrite_facts(folder) if progressed else {}))
+                                **(folder.dendrite_facts() if progressed else {}))
         return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
 
     def output_lost(self) -> str | None:
@@ -229,8 +228,7 @@ class Translator:
         if record is None or (raw.path, record.get("at")) in self.recorded:
             return None
         self.recorded.add((raw.path, record.get("at")))
-        now_in_model = folder_facts(self.session.save_dir)[0]  # self.dendrites stays the generation's start: its end
-        # judges
+        now_in_model = folder_facts(self.session.save_dir)[0]  # self.dendrites stays the start, for the end to judge
         fields = {key: value for key, value in record.items() if key not in ("at", "switch")}
         name = record.get("switch")
         self.log.info(log_events.RESTRUCTURED_IN_PROCESS, generation=state.generation, file=name,
@@ -300,24 +298,3 @@ TRANSLATIONS: dict[type, Callable[[Translator, object, machine.State], machine.E
     JobStoreLost: Translator.on_store_lost,
     JobStopSeen: Translator.on_stop_seen,
 }
-
-
-def dendrite_facts(folder: FolderAtEnd) -> dict:
-    """The dendrites in the model and the most the script's settings allow, for the machine to record and to name a
-    run that grows past its maximum (given once a generation made progress, or a DataParallel process ended)."""
-    return {"dendrites": folder.dendrites, "max_dendrites": folder.max_dendrites, "max_from": folder.max_from}
-
-
-def checked_progress(folder: FolderAtEnd, failures: tuple[Failure, ...],
-                     generation: int) -> tuple[tuple[str, ...], tuple[Failure, ...]]:
-    """Progress is only switch files a resume can load: those that fail the checkpoint check are dropped (the next
-    start moves them aside), and a generation that wrote nothing else, and did not fail otherwise, failed."""
-    bad = folder.unusable
-    if not bad:
-        return folder.progressed, failures
-    kept = tuple(name for name in folder.progressed if name not in bad)
-    if kept or failures or folder.complete:
-        return kept, failures
-    listed = "; ".join(f"{name}: {why}" for name, why in bad.items())
-    detail = f"generation {generation} wrote no usable switch file ({listed}): nothing to resume from"
-    return kept, (Failure.checkpoint(detail),)
