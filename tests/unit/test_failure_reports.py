@@ -3,7 +3,7 @@
 from pai_launch.core import exitcodes
 from pai_launch.core.events import Began, GenerationEnded, InitExited
 from pai_launch.core.failure import Failure
-from pai_launch.core.machine import Policy, start, step
+from pai_launch.core.machine import Policy, ended_report, start, step
 from pai_launch.core.reports import generation_end
 from pai_launch.status.events import history
 from tests.unit.test_failure_causes import FAULTHANDLER_ABORT, GLOO_BUFFERS, RANK_UNSET
@@ -20,7 +20,7 @@ def replay(events, needs_init=True):
 
 def test_generation_failed_carries_the_explaining_line_and_the_known_cause():
     state = replay([GenerationEnded((Failure.worker(1, 1, FAULTHANDLER_ABORT),))], needs_init=False)
-    name, fields = generation_end(GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),)), state, 1.0)
+    name, fields = generation_end(ended_report(state, GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),))))
     assert name == "generation_failed" and fields["rank"] == 1 and fields["exit"] == "signal SIGABRT"
     assert fields["log_line"].startswith("what():  [enforce fail at ../third_party/gloo")
     assert fields["doctor_id"] == "ddp-broadcast-buffers" and "broadcast_buffers=False" in fields["fix"]
@@ -29,9 +29,10 @@ def test_generation_failed_carries_the_explaining_line_and_the_known_cause():
 
 def test_a_failure_with_no_known_cause_adds_only_its_line():
     state = replay([], needs_init=False)
-    _, fields = generation_end(GenerationEnded((Failure.worker(0, 3, "rank 0 failing on purpose with 3"),)), state, 1.0)
+    crash = Failure.worker(0, 3, "rank 0 failing on purpose with 3")
+    _, fields = generation_end(ended_report(state, GenerationEnded((crash,))))
     assert fields["log_line"] == "rank 0 failing on purpose with 3" and "cause" not in fields
-    _, fields = generation_end(GenerationEnded((Failure.worker(0, 3),)), state, 1.0)
+    _, fields = generation_end(ended_report(state, GenerationEnded((Failure.worker(0, 3),))))
     assert "log_line" not in fields
 
 
@@ -85,10 +86,10 @@ def test_a_complete_generation_is_logged_as_ended_whatever_followed_the_marker()
     said in the ended event, never as a failure."""
     state = replay([], needs_init=False)
     late = GenerationEnded((Failure.launcher("1 node(s) of the rendezvous never reported in"),), complete=True)
-    name, fields = generation_end(late, state, 1.0)
+    name, fields = generation_end(ended_report(state, late))
     assert (name, fields["complete"]) == ("generation_ended", True)
     assert fields["exit"] == "training complete, then 1 node(s) of the rendezvous never reported in"
-    name, fields = generation_end(GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),), complete=True), state,
-                                  1.0)
+    aborted = GenerationEnded((Failure.worker(1, -6, FAULTHANDLER_ABORT),), complete=True)
+    name, fields = generation_end(ended_report(state, aborted))
     assert (name, fields["exit"]) == ("generation_ended", "training complete, then rank 1: signal SIGABRT")
-    assert generation_end(GenerationEnded((Failure.worker(1, -6),)), state, 1.0)[0] == "generation_failed"
+    assert generation_end(ended_report(state, GenerationEnded((Failure.worker(1, -6),))))[0] == "generation_failed"

@@ -189,7 +189,7 @@ def test_every_generation_end_and_dendrite_verdict_carries_only_declared_fields(
     from pai_launch.core import reports
     from pai_launch.core.events import GenerationEnded, JobStopped
     from pai_launch.core.failure import Failure
-    from pai_launch.core.machine import start
+    from pai_launch.core.machine import ended_report, start
     from pai_launch.wire import failure_causes
 
     tail = "RuntimeError: Default process group has not been initialized"
@@ -200,7 +200,8 @@ def test_every_generation_end_and_dendrite_verdict_carries_only_declared_fields(
             GenerationEnded(complete=False, progressed=(), now=1.0, fatal="the agent could not start"),
             GenerationEnded(complete=False, progressed=(), now=1.0, stopped=JobStopped(15, "node 1 stopped"),
                             failures=(Failure.worker(0, 2, tail),))]
-    records = [{"event": name, **fields} for name, fields in (reports.generation_end(end, state, 1.5) for end in ends)]
+    said = (reports.generation_end(ended_report(state, end)) for end in ends)
+    records = [{"event": name, **fields} for name, fields in said]
     records += [{"event": name, **fields} for name, fields in (reports.dendrite_verdict(2, 1, 2, ("switch_2.pt",)),
                                                                  reports.dendrite_verdict(2, 2, 1, ("switch_2.pt",)))]
     assert {record["event"] for record in records} >= {"generation_ended", "generation_failed", "generation_stopped",

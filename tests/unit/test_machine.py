@@ -32,9 +32,10 @@ from pai_launch.core.events import (
     WorkersWaiting,
 )
 from pai_launch.core.failure import Cause, Failure
-from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.machine import Phase, Policy, start
 from pai_launch.core.observations import MarkerAppeared, SignalReceived
 from pai_launch.core.outcomes import judge_generation
+from tests.machine_steps import step
 
 #: No agents started ahead unless a test asks: they would add PrepareAgent to every history.
 POLICY = Policy(grace=10.0, agent_ahead=False)
@@ -480,3 +481,19 @@ def test_workers_that_start_late_get_the_stop_signal_on_every_tick_until_the_kil
 def test_marker_seen_is_remembered_in_any_running_phase():
     state, _ = replay([INIT_OK, SignalReceived(signal.SIGTERM, 1.0), MarkerAppeared(2.0)])
     assert state.marker_seen and state.current.marker_deadline is None
+
+
+def test_every_generation_end_is_reported_first_with_the_run_as_it_stood_when_it_ended():
+    from pai_launch.core import machine
+    from pai_launch.core.actions import ReportGenerationEnd
+
+    state = replay([INIT_OK, SaveActivity(3.0)])[0]
+    crashed = GenerationEnded(failures=(worker(1, 3),), now=state.current.started_at + 4.0)
+    after, actions = machine.step(POLICY, state, crashed)
+    assert actions[0] == ReportGenerationEnd(crashed, generation=1, duration=4.0, stopped_by=None, reason=state.reason,
+                                             marker_seen=False, reached_training=True)
+    assert isinstance(actions[1], ScheduleRetry) and after.generation == 1
+    # Stopped, then ended: the report carries the stop (the state before the end), whatever the machine does next.
+    stopping = replay([INIT_OK, SignalReceived(signal.SIGTERM, 5.0)])[0]
+    _, actions = machine.step(POLICY, stopping, GenerationEnded(failures=(worker(0, -15),), now=6.0))
+    assert actions[0].stopped_by == "SIGTERM" and isinstance(actions[-1], Finish)

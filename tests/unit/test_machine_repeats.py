@@ -4,7 +4,8 @@ from pai_launch.core import exitcodes
 from pai_launch.core.actions import ScheduleRetry
 from pai_launch.core.events import Began, GenerationEnded, InitExited, SaveActivity, Tick
 from pai_launch.core.failure import Failure
-from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.machine import Phase, Policy, start
+from tests.machine_steps import step
 
 POLICY = Policy(grace=10.0, agent_ahead=False)
 INIT_OK = InitExited(0, wrote_to="PAI")

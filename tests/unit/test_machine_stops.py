@@ -9,8 +9,9 @@ from pai_launch.core import exitcodes
 from pai_launch.core.actions import Finish, KillRun, SignalRun, StartGeneration
 from pai_launch.core.events import Began, GenerationEnded, JobStopped, SaveFolderLost, Tick
 from pai_launch.core.failure import Failure
-from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.machine import Phase, Policy, start
 from pai_launch.core.observations import SignalReceived
+from tests.machine_steps import step
 
 #: As `--stall-timeout 3 --grace 2` gives it (the stack dump wait is min(5, grace)); no agent ahead.
 POLICY = Policy(grace=2.0, stall_timeout=3.0, stall_dump_wait=2.0, backoff_initial=0.5, agent_ahead=False)

@@ -8,8 +8,9 @@ from pai_launch.core import exitcodes
 from pai_launch.core.actions import AnnounceStop, Finish, RecheckProgress, SignalRun, StartGeneration
 from pai_launch.core.events import GenerationEnded, GenerationJoined, JobStopped, ProgressRechecked, Tick
 from pai_launch.core.failure import Failure
-from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.machine import Phase, Policy, start
 from pai_launch.core.observations import SignalReceived
+from tests.machine_steps import step
 from tests.unit.test_machine import replay
 
 MULTI = Policy(grace=10.0, agent_ahead=False, multi_node=True, node_rank=1)

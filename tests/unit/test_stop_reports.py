@@ -5,7 +5,7 @@ import signal
 
 from pai_launch.core.events import Began, GenerationEnded, InitExited, JobStopped, SaveActivity
 from pai_launch.core.failure import Failure
-from pai_launch.core.machine import Phase, Policy, start, step
+from pai_launch.core.machine import Phase, Policy, ended_report, start, step
 from pai_launch.core.observations import SignalReceived
 from pai_launch.core.reports import generation_end
 from pai_launch.status.events import history
@@ -28,7 +28,7 @@ def replay(events, policy=POLICY, needs_init=False):
 def test_a_stop_signal_mid_generation_logs_the_generation_as_stopped_with_its_cause_and_no_tail():
     state = replay([SaveActivity(1.0), SignalReceived(signal.SIGTERM, 2.0)])
     assert state.phase is Phase.STOPPING and state.stopped_by == "SIGTERM"
-    name, fields = generation_end(GenerationEnded(STOPPED_WORKERS, now=3.0), state, 3.0)
+    name, fields = generation_end(ended_report(state, GenerationEnded(STOPPED_WORKERS, now=3.0)))
     assert name == "generation_stopped"
     assert fields["cause"] == "SIGTERM" and fields["reason"] == "stopped by SIGTERM"
     assert fields["exit_codes"] == {"0": 143, "1": -15}
@@ -38,7 +38,7 @@ def test_a_stop_signal_mid_generation_logs_the_generation_as_stopped_with_its_ca
 def test_a_rank_that_crashed_of_its_own_during_the_stop_is_named_in_the_stopped_line():
     state = replay([SignalReceived(signal.SIGINT, 2.0)])
     crashed = (Failure.worker(1, 1, KEY_ERROR), Failure.worker(0, -signal.SIGINT))
-    name, fields = generation_end(GenerationEnded(crashed, now=3.0), state, 3.0)
+    name, fields = generation_end(ended_report(state, GenerationEnded(crashed, now=3.0)))
     assert name == "generation_stopped" and fields["cause"] == "SIGINT"
     assert (fields["rank"], fields["exit"], fields["log_line"]) == (1, "exit code 1", "KeyError: 'best_mean_score_imp'")
 
@@ -47,10 +47,10 @@ def test_the_requeue_signal_and_a_job_wide_stop_are_stops_too():
     requeue = Policy(grace=10.0, agent_ahead=False, requeue_on=signal.SIGUSR1)
     state = replay([SignalReceived(signal.SIGUSR1, 2.0)], policy=requeue)
     assert state.stopped_by == "SIGUSR1 (requeue)"
-    assert generation_end(GenerationEnded(STOPPED_WORKERS), state, 1.0)[0] == "generation_stopped"
+    assert generation_end(ended_report(state, GenerationEnded(STOPPED_WORKERS)))[0] == "generation_stopped"
     running = replay([])
     by_node = GenerationEnded(STOPPED_WORKERS, stopped=JobStopped(signal.SIGTERM, "SIGTERM to node 1's pai-launch"))
-    name, fields = generation_end(by_node, running, 1.0)
+    name, fields = generation_end(ended_report(running, by_node))
     assert name == "generation_stopped" and fields["cause"] == "SIGTERM to node 1's pai-launch"
     assert step(POLICY, running, by_node)[0].stopped_by == "SIGTERM to node 1's pai-launch"
 
@@ -58,7 +58,7 @@ def test_the_requeue_signal_and_a_job_wide_stop_are_stops_too():
 def test_a_failure_without_a_stop_is_still_a_failure():
     state = replay([SaveActivity(1.0)])
     assert state.stopped_by is None
-    assert generation_end(GenerationEnded(STOPPED_WORKERS), state, 1.0)[0] == "generation_failed"
+    assert generation_end(ended_report(state, GenerationEnded(STOPPED_WORKERS)))[0] == "generation_failed"
 
 
 def test_a_stop_before_anything_runs_or_during_the_init_run_is_remembered():

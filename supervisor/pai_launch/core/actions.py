@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pai_launch.core.events import GenerationEnded
+
 
 @dataclass(frozen=True)
 class StartInit:
@@ -93,6 +95,21 @@ class ReportAgentHung:
 
 
 @dataclass(frozen=True)
+class ReportGenerationEnd:
+    """Informative: a generation ended (`event`), said as ended, failed or stopped with the run's facts as they stood
+    when it ended: what it is judged by is core.reports.generation_end."""
+
+    event: GenerationEnded
+    generation: int
+    duration: float
+    #: The stop that was asked for (a signal's name, the job's stop), with its reason; None: none was.
+    stopped_by: str | None
+    reason: str | None
+    marker_seen: bool
+    reached_training: bool
+
+
+@dataclass(frozen=True)
 class ReportTrainingReached:
     """Informative: the generation's workers wrote beyond their start-up files `after` seconds into it (what a restart
     costs ends here)."""
@@ -125,6 +142,5 @@ class Finish:
 
 
 Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun
-          | ScheduleRetry | ReportStall
-          | ReportAgentHung | ReportRunaway | ReportTrainingReached | ReportMarkerSeen | AnnounceStop | RecheckProgress
-          | Finish)
+          | ScheduleRetry | ReportStall | ReportAgentHung | ReportRunaway | ReportGenerationEnd | ReportTrainingReached
+          | ReportMarkerSeen | AnnounceStop | RecheckProgress | Finish)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pai_launch.core import deadlines, exitcodes, init_run, outcomes, stops
-from pai_launch.core.actions import Action, ReplaceAgent, ReportMarkerSeen, ReportTrainingReached
+from pai_launch.core.actions import Action, ReplaceAgent, ReportGenerationEnd, ReportMarkerSeen, ReportTrainingReached
 from pai_launch.core.events import (
     AdoptionRefused,
     AgentLeft,
@@ -61,7 +61,15 @@ def step(policy: Policy, state: State, event: Event) -> tuple[State, list[Action
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise TypeError(f"unknown event {event!r}")
-    return handler(policy, state, event)
+    after, actions = handler(policy, state, event)
+    if isinstance(event, GenerationEnded):  # said first, as the run stood when it ended, whatever follows from it
+        actions = [ended_report(state, event), *actions]
+    return after, actions
+
+
+def ended_report(state: State, event: GenerationEnded) -> ReportGenerationEnd:
+    return ReportGenerationEnd(event, state.generation, round(event.now - state.current.started_at, 2),
+                               state.stopped_by, state.reason, state.marker_seen, outcomes.trained(state, event))
 
 
 # --- a running generation: what it hears of itself ------------------------------------------------------

@@ -3,32 +3,33 @@ service manager shows (systemd's STATUS=), both from the typed state."""
 
 from __future__ import annotations
 
+from pai_launch.core.actions import ReportGenerationEnd
 from pai_launch.core.events import GenerationEnded
 from pai_launch.core.exitcodes import describe_returncode
 from pai_launch.core.failure import Cause, Failure
 from pai_launch.core.observations import AgentGone, AgentStarted
-from pai_launch.core.outcomes import trained
 from pai_launch.core.state import Phase, Policy, State
 from pai_launch.wire import failure_causes, log_events
 from pai_launch.wire.protocol import AgentReady
 
 
-def generation_end(event: GenerationEnded, state: State, duration: float) -> tuple[str, dict]:
+def generation_end(report: ReportGenerationEnd) -> tuple[str, dict]:
     """("generation_ended" | "generation_failed" | "generation_stopped", fields): a failure's root cause first, named
     by rank and exit. A generation ended by a stop that was asked for (a stop signal here, or the job stopped from
     another node) is stopped, not failed, whatever its workers' exits."""
-    fields = dict(generation=state.generation, duration_s=duration, complete=event.complete,
+    event = report.event
+    fields = dict(generation=report.generation, duration_s=report.duration, complete=event.complete,
                   switch_files=list(event.progressed))
     if event.stopped is not None:
         return log_events.GENERATION_STOPPED, {**fields, "cause": event.stopped.reason, "reason": "the job was "
                                                f"stopped: {event.stopped.reason}",
                                       **stop_fields(event)}
-    if state.stopped_by is not None:
-        return log_events.GENERATION_STOPPED, {**fields, "cause": state.stopped_by, "reason": state.reason,
+    if report.stopped_by is not None:
+        return log_events.GENERATION_STOPPED, {**fields, "cause": report.stopped_by, "reason": report.reason,
                                                **stop_fields(event)}
     if event.fatal is not None:
         return log_events.GENERATION_FAILED, {**fields, "error": event.fatal}
-    if event.complete or state.marker_seen:  # terminal: what came after the marker fails nothing (outcomes.py)
+    if event.complete or report.marker_seen:  # terminal: what came after the marker fails nothing (outcomes.py)
         return log_events.GENERATION_ENDED, {**fields, "complete": True, "exit": after_marker(event)}
     if not event.failures:
         return log_events.GENERATION_ENDED, {**fields, "exit": "all workers exited 0"}
@@ -40,7 +41,7 @@ def generation_end(event: GenerationEnded, state: State, duration: float) -> tup
                                      "failed_ranks": [f.rank for f in event.failures if f.cause is Cause.WORKER],
                                      "exit_codes": {str(f.rank): f.returncode for f in event.failures
                                                     if f.cause is Cause.WORKER and f.returncode is not None},
-                                     "reached_training": trained(state, event),
+                                     "reached_training": report.reached_training,
                                      **failure_causes.fields(first.log_tail)}
     return log_events.GENERATION_FAILED, {**fields, "error": first.detail}
 

@@ -1,8 +1,8 @@
 """What each action of the state machine does to the world: start the init run or a generation, adopt a folder,
-signal, kill, schedule a retry, announce a job's stop, say the moments the machine announces (training reached, the
-marker seen, a stall), finish. One method per action, found through EFFECTS (one typed table, complete for the Action
-union: checked as this module is imported); each gets the action and the state the machine left, and what it learns
-goes back to the inbox as an event, never into the loop's memory.
+signal, kill, schedule a retry, announce a job's stop, say the moments the machine announces (a generation's end,
+training reached, the marker seen, a stall), finish. One method per action, found through EFFECTS (one typed table,
+complete for the Action union: checked as this module is imported); each gets the action and the state the machine
+left, and what it learns goes back to the inbox as an event, never into the loop's memory.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pai_launch.core.actions import (
     RecheckProgress,
     ReplaceAgent,
     ReportAgentHung,
+    ReportGenerationEnd,
     ReportMarkerSeen,
     ReportRunaway,
     ReportStall,
@@ -51,6 +52,7 @@ from pai_launch.supervise.folder import logspace
 from pai_launch.supervise.folder.savefolder import INIT_RUN, SaveFolderError
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
+from pai_launch.supervise.loop.endings import Endings
 from pai_launch.supervise.loop.world import World
 from pai_launch.wire import crossnode, log_events, storevalues
 from pai_launch.wire.protocol import StopJob
@@ -61,10 +63,9 @@ class Effects:
     (whether the init run was the last thing started)."""
 
     def __init__(self, spec: LaunchSpec, session: SaveSession, world: World, inbox: queue.SimpleQueue, log, *,
-                 env: dict[str, str], visible: tuple[str, ...], policy: Policy, store_host: coordination.StoreHost
-                 | None,
-                 started: float) -> None:
-        self.spec, self.session, self.inbox, self.log = spec, session, inbox, log
+                 env: dict[str, str], visible: tuple[str, ...], policy: Policy,
+                 store_host: coordination.StoreHost | None, started: float, endings: Endings) -> None:
+        self.spec, self.session, self.inbox, self.log, self.endings = spec, session, inbox, log, endings
         self.table, self.notifier = world.table, world.notifier
         self.env, self.visible, self.policy, self.store_host = env, visible, policy, store_host
         #: When the run began (time.monotonic()): run_finished says how long it took.
@@ -239,6 +240,9 @@ class Effects:
         self.log.error(log_events.STALL_DETECTED, generation=state.generation, idle_s=round(action.idle, 1),
                        action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
 
+    def report_generation_end(self, action: ReportGenerationEnd, state: State) -> None:
+        self.endings.say(action)
+
     def report_training_reached(self, action: ReportTrainingReached, state: State) -> None:
         self.log.info(log_events.TRAINING_REACHED, generation=state.generation, after_s=action.after)
 
@@ -272,6 +276,7 @@ EFFECTS: dict[type, Callable[[Effects, Action, machine.State], int | None]] = {
     ReportAgentHung: Effects.report_agent_hung,
     ReportRunaway: Effects.report_runaway,
     ReportStall: Effects.report_stall,
+    ReportGenerationEnd: Effects.report_generation_end,
     ReportTrainingReached: Effects.report_training_reached,
     ReportMarkerSeen: Effects.report_marker_seen,
     Finish: Effects.finish,

@@ -25,6 +25,7 @@ from pai_launch.supervise.children.agent_process import AGENT_SLOW_START, AGENT_
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
 from pai_launch.supervise.loop.effects import EFFECTS, Effects
+from pai_launch.supervise.loop.endings import Endings
 from pai_launch.supervise.loop.translator import InternalError, Translator
 from pai_launch.supervise.loop.world import World
 from pai_launch.supervise.outputs import console, logs
@@ -57,6 +58,7 @@ class Runner:
         self.views: RunViews | None = None
         self.log = None
         self.translator: Translator | None = None
+        self.endings: Endings | None = None
         self.effects: Effects | None = None
         #: Agent pid -> how often it was reported not ready yet; when that is first said (seconds).
         self.slow_told: dict[int, int] = {}
@@ -95,10 +97,11 @@ class Runner:
                 except jobsecret.SecretError as exc:
                     self.log.error(log_events.JOB_SETUP_FAILED, error=str(exc))
                     return exitcodes.USAGE
-            self.translator = Translator(self.session, self.table.log_root, self.log, self.notifier)
+            self.endings = Endings(lambda: self.session.save_dir, self.spec.restructure, self.log, self.notifier)
+            self.translator = Translator(self.session, self.table.log_root, self.log, self.notifier, self.endings)
             self.effects = Effects(self.spec, self.session, self.world, self.inbox, self.log, env=self.env,
                                    visible=self.visible, policy=self.policy, store_host=self.store_host,
-                                   started=time.monotonic())
+                                   started=time.monotonic(), endings=self.endings)
             return self.supervise()
         except Exception as exc:  # the boundary: a bug ends the run with a documented code, not a traceback
             return self.internal_error(exc)
@@ -152,7 +155,7 @@ class Runner:
     def record_step(self, state: machine.State) -> None:
         """Where a step of the machine left the run, recorded: in the save folder's state.json, and for systemd."""
         self.record()
-        self.notifier.report(phase_status(state, self.policy, self.translator.dendrites),
+        self.notifier.report(phase_status(state, self.policy, self.endings.dendrites),
                              stopping=state.phase in (machine.Phase.STOPPING, machine.Phase.DONE))
 
     def console_lost(self, stream: str, error: str) -> None:

@@ -2,9 +2,9 @@
 
 An exit becomes InitExited or GenerationEnded with what the save folder says (where the init run wrote, which switch
 files changed, is the marker there); a save-folder write becomes SaveActivity; a thread's crash, InternalError. What a
-report tells is said here, once (a signal, a switch file written, an agent's account of itself, a generation's end and
-its verdict); what the machine decides is said by the effects. The process table learned of its children's ends first
-(ProcessTable.learn): the translator never changes it.
+report tells is said here, once (a signal, a switch file written, an agent's account of itself); what the machine
+announces (a generation's end and its verdict among them) is said by the effects. The process table learned of its
+children's ends first (ProcessTable.learn): the translator never changes it.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ from pai_launch.core.observations import (
     SignalReceived,
     ThreadFailed,
 )
-from pai_launch.core.reports import agent_exit_fields, agent_started_line, dendrite_verdict, generation_end
-from pai_launch.placement.spec import IN_PROCESS
+from pai_launch.core.reports import agent_exit_fields, agent_started_line
 from pai_launch.savefmt import restructure_record, savedir
 from pai_launch.savefmt.pai_files import folder_facts
 from pai_launch.supervise.children import signals
 from pai_launch.supervise.folder import logspace
 from pai_launch.supervise.folder.session import SaveSession
+from pai_launch.supervise.loop.endings import Endings
 from pai_launch.supervise.outputs.notify import Notifier
 from pai_launch.wire import failure_causes, log_events
 from pai_launch.wire.errors import LaunchError
@@ -69,17 +69,15 @@ class InternalError(LaunchError):
 
 
 class Translator:
-    def __init__(self, session: SaveSession, log_root: Path | None, log, notifier: Notifier) -> None:
+    def __init__(self, session: SaveSession, log_root: Path | None, log, notifier: Notifier,
+                 endings: Endings) -> None:
         """`log_root`: where the workers' output goes (the process table's), to tell a full disk as the cause."""
         self.session, self.log_root, self.log, self.notifier = session, log_root, log, notifier
+        self.endings = endings
         #: (generation, switch file) already logged as switch_written (a file is written in several events).
         self.announced: set[tuple[int, str]] = set()
-        #: Dendrites in the model as last logged (savefmt.pai_files' one count; a resume starts from it).
-        self.dendrites = folder_facts(session.save_dir)[0]
         #: In-process restructures already logged, by (record file, its time): a file is written in several events.
         self.recorded: set[tuple[str, object]] = set()
-        #: --restructure in-process, yet a generation ended at a restructure: said once.
-        self.restarts_noted = False
 
     def event_for(self, raw: Observation | machine.Event, state: machine.State) -> machine.Event | None:
         """An observation as the machine's event, with what the save folder says; None: nothing to decide. What the
@@ -110,7 +108,7 @@ class Translator:
 
     def on_progress_rechecked(self, raw: ProgressRechecked, state: machine.State) -> ProgressRechecked:
         if raw.progressed and state.phase is machine.Phase.SETTLING:
-            self.judge_dendrites(None, raw.progressed, state)  # another node's switch file showed up late
+            self.endings.judge(state.generation, None, raw.progressed)  # another node's switch file showed up late
         return raw
 
     def on_agent_reported(self, raw: AgentReported, state: machine.State) -> machine.Event:
@@ -166,8 +164,7 @@ class Translator:
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
         folder = self.session.at_generation_end()
-        event = GenerationEnded(failures, complete=folder.complete, now=raw.now, **folder.dendrite_facts())
-        return self.generation_ended(event, state, duration)
+        return GenerationEnded(failures, complete=folder.complete, now=raw.now, **folder.dendrite_facts())
 
     def agent_started(self, raw: AgentStarted) -> None:
         warning, name, fields = agent_started_line(raw)
@@ -212,7 +209,7 @@ class Translator:
         event = GenerationEnded(failures, complete=folder.complete, progressed=progressed, now=raw.now, stopped=stopped,
                                 fatal=fatal, loaded_from=folder.loaded_switch,
                                 **(folder.dendrite_facts() if progressed else {}))
-        return self.generation_ended(event, state, round(raw.now - state.current.started_at, 2))
+        return event
 
     def output_lost(self) -> str | None:
         """A failed generation whose output went to a full disk: that is the failure to report (its log tails are
@@ -228,55 +225,13 @@ class Translator:
         if record is None or (raw.path, record.get("at")) in self.recorded:
             return None
         self.recorded.add((raw.path, record.get("at")))
-        now_in_model = folder_facts(self.session.save_dir)[0]  # self.dendrites stays the start, for the end to judge
+        now_in_model = folder_facts(self.session.save_dir)[0]  # the endings' count stays the start, for the end
         fields = {key: value for key, value in record.items() if key not in ("at", "switch")}
         name = record.get("switch")
         self.log.info(log_events.RESTRUCTURED_IN_PROCESS, generation=state.generation, file=name,
                       switch=savedir.switch_number(name) if name else None, dendrites=now_in_model, **fields)
         self.notifier.status(f"generation {state.generation}: restructured in process, {now_in_model} dendrites in all")
         return SaveActivity(raw.now, training=True)
-
-    def judge_dendrites(self, dendrites: int | None, progressed: tuple[str, ...], state: machine.State) -> None:
-        """dendrites_added or dendrites_rejected for a generation that wrote switch files, once: the count as
-        `pai-launch status` makes it, which systemd's STATUS= then shows too (`dendrites`: the count the event
-        brought, else read from the folder)."""
-        after = dendrites if dendrites is not None else folder_facts(self.session.save_dir)[0]
-        name, fields = dendrite_verdict(state.generation, self.dendrites, after, progressed)
-        self.dendrites = after
-        self.log.info(name, **fields)
-        verdict = "dendrites added" if name == log_events.DENDRITES_ADDED else "dendrites rejected"
-        self.notifier.status(f"generation {state.generation} ended: {verdict}, {after} in all")
-
-    def note_restart_in_process_mode(self, event: GenerationEnded, state: machine.State) -> None:
-        """--restructure in-process, but the workers exited at a restructure (the script never calls
-        training.after_restructure): the run goes on as restarts, and says so once."""
-        if self.session.spec.restructure != IN_PROCESS or self.restarts_noted or event.failures or event.complete:
-            return
-        self.restarts_noted = True
-        self.log.warning(log_events.IN_PROCESS_UNUSED, generation=state.generation, switch_files=list(event.progressed),
-                         hint="the workers exited at a restructure, so the run goes on restarting them each time, as "
-                              "--restructure restart does: call pai_launch.training.after_restructure(run, net, model, "
-                              "optimizer, build_optimizer) where PerforatedAI restructures, or drop --restructure "
-                              "in-process")
-        self.notifier.status(f"generation {state.generation} ended at a restructure: restarting (the script does not "
-                             "restructure in process)")
-
-    def generation_ended(self, event: GenerationEnded, state: machine.State, duration: float) -> GenerationEnded:
-        if event.progressed:
-            self.judge_dendrites(event.dendrites, event.progressed, state)
-            self.note_restart_in_process_mode(event, state)
-        name, fields = generation_end(event, state, duration)
-        if name == log_events.GENERATION_STOPPED:  # asked for: no failure, no log tail; a rank's own crash is a warning
-            (self.log.warning if "rank" in fields else self.log.info)(name, **fields)
-            return event
-        failed = name == log_events.GENERATION_FAILED
-        (self.log.error if failed else self.log.warning if event.failures else self.log.info)(name, **fields)
-        if failed and event.failures and event.failures[0].log_tail:
-            first = event.failures[0]
-            where = {} if first.node is None else {"node": first.node, "host": first.host}
-            self.log.error(log_events.WORKER_LOG_TAIL, rank=first.rank, **where, tail=first.log_tail,
-                           log_line=failure_causes.explaining_line(first.log_tail)[:500])
-        return event
 
 
 #: What each kind of report from the threads becomes (one method each); anything else is already an event.
