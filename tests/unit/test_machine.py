@@ -497,3 +497,16 @@ def test_every_generation_end_is_reported_first_with_the_run_as_it_stood_when_it
     stopping = replay([INIT_OK, SignalReceived(signal.SIGTERM, 5.0)])[0]
     _, actions = machine.step(POLICY, stopping, GenerationEnded(failures=(worker(0, -15),), now=6.0))
     assert actions[0].stopped_by == "SIGTERM" and isinstance(actions[-1], Finish)
+
+
+def test_the_init_runs_end_is_reported_first_with_its_duration_and_any_stop_asked_for():
+    from pai_launch.core import machine
+    from pai_launch.core.actions import ReportInitEnd
+
+    began = replay([])[0]
+    failed = InitExited(3, "Traceback ...", now=began.current.started_at + 2.5)
+    _, actions = machine.step(POLICY, began, failed)
+    assert actions == [ReportInitEnd(failed, 2.5, None), Finish(exitcodes.INIT_FAILED, actions[-1].reason)]
+    stopped = replay([SignalReceived(signal.SIGTERM, 1.0)])[0]
+    _, actions = machine.step(POLICY, stopped, InitExited(-15, now=3.0))
+    assert actions[0].stopped_by == "SIGTERM"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pai_launch.core.events import GenerationEnded
+from pai_launch.core.events import GenerationEnded, InitExited
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,16 @@ class ReportAgentHung:
 
 
 @dataclass(frozen=True)
+class ReportInitEnd:
+    """Informative: the init run ended (`event`) `duration` seconds after it started; a failure's output tail is said
+    unless a stop was asked for (`stopped_by`)."""
+
+    event: InitExited
+    duration: float
+    stopped_by: str | None
+
+
+@dataclass(frozen=True)
 class ReportGenerationEnd:
     """Informative: a generation ended (`event`), said as ended, failed or stopped with the run's facts as they stood
     when it ended: what it is judged by is core.reports.generation_end."""
@@ -142,5 +152,5 @@ class Finish:
 
 
 Action = (StartInit | AdoptSaveFolder | StartGeneration | PrepareAgent | ReplaceAgent | SignalRun | KillRun
-          | ScheduleRetry | ReportStall | ReportAgentHung | ReportRunaway | ReportGenerationEnd | ReportTrainingReached
-          | ReportMarkerSeen | AnnounceStop | RecheckProgress | Finish)
+          | ScheduleRetry | ReportStall | ReportAgentHung | ReportRunaway | ReportInitEnd | ReportGenerationEnd
+          | ReportTrainingReached | ReportMarkerSeen | AnnounceStop | RecheckProgress | Finish)

@@ -17,7 +17,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pai_launch.core import deadlines, exitcodes, init_run, outcomes, stops
-from pai_launch.core.actions import Action, ReplaceAgent, ReportGenerationEnd, ReportMarkerSeen, ReportTrainingReached
+from pai_launch.core.actions import (
+    Action,
+    ReplaceAgent,
+    ReportGenerationEnd,
+    ReportInitEnd,
+    ReportMarkerSeen,
+    ReportTrainingReached,
+)
 from pai_launch.core.events import (
     AdoptionRefused,
     AgentLeft,
@@ -64,6 +71,8 @@ def step(policy: Policy, state: State, event: Event) -> tuple[State, list[Action
     after, actions = handler(policy, state, event)
     if isinstance(event, GenerationEnded):  # said first, as the run stood when it ended, whatever follows from it
         actions = [ended_report(state, event), *actions]
+    elif isinstance(event, InitExited):
+        actions = [ReportInitEnd(event, round(event.now - state.current.started_at, 2), state.stopped_by), *actions]
     return after, actions
 
 

@@ -26,6 +26,7 @@ from pai_launch.core.actions import (
     ReplaceAgent,
     ReportAgentHung,
     ReportGenerationEnd,
+    ReportInitEnd,
     ReportMarkerSeen,
     ReportRunaway,
     ReportStall,
@@ -240,6 +241,9 @@ class Effects:
         self.log.error(log_events.STALL_DETECTED, generation=state.generation, idle_s=round(action.idle, 1),
                        action=f"sending SIGUSR1, then stopping the workers in {self.policy.stall_dump_wait:.0f} s")
 
+    def report_init_end(self, action: ReportInitEnd, state: State) -> None:
+        self.endings.say_init(action)
+
     def report_generation_end(self, action: ReportGenerationEnd, state: State) -> None:
         self.endings.say(action)
 
@@ -276,6 +280,7 @@ EFFECTS: dict[type, Callable[[Effects, Action, machine.State], int | None]] = {
     ReportAgentHung: Effects.report_agent_hung,
     ReportRunaway: Effects.report_runaway,
     ReportStall: Effects.report_stall,
+    ReportInitEnd: Effects.report_init_end,
     ReportGenerationEnd: Effects.report_generation_end,
     ReportTrainingReached: Effects.report_training_reached,
     ReportMarkerSeen: Effects.report_marker_seen,

@@ -1,4 +1,5 @@
-"""How each generation ended, said: the dendrite verdict where it wrote switch files (dendrites_added or
+"""How the init run and each generation ended, said. The init run: its exit, and a failure's output tail unless a stop
+was asked for. A generation: the dendrite verdict where it wrote switch files (dendrites_added or
 dendrites_rejected, from the run's one dendrite count, which systemd's STATUS= and `pai-launch status` show too), the
 line that says it ended, failed or was stopped (core.reports.generation_end), and the failing rank's log tail. The
 machine announces the end (ReportGenerationEnd); a switch file seen late, while a shared folder settles, gets its
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from pai_launch.core.actions import ReportGenerationEnd
+from pai_launch.core.actions import ReportGenerationEnd, ReportInitEnd
+from pai_launch.core.exitcodes import describe_returncode
 from pai_launch.core.reports import dendrite_verdict, generation_end
 from pai_launch.placement.spec import IN_PROCESS
 from pai_launch.savefmt.pai_files import folder_facts
@@ -25,6 +27,14 @@ class Endings:
         self.dendrites = folder_facts(save_dir())[0]
         #: --restructure in-process, yet a generation ended at a restructure: said once.
         self.restarts_noted = False
+
+    def say_init(self, report: ReportInitEnd) -> None:
+        code, stopped = report.event.returncode, {"stopped_by": report.stopped_by} if report.stopped_by else {}
+        log = self.log.info if code == 0 or stopped else self.log.error
+        log(log_events.INIT_EXITED, exit=describe_returncode(code), duration_s=report.duration, **stopped)
+        if code != 0 and not stopped:
+            tail = report.event.log_tail
+            self.log.error(log_events.INIT_OUTPUT_TAIL, tail=tail, **failure_causes.fields(tail))
 
     def say(self, report: ReportGenerationEnd) -> None:
         event = report.event

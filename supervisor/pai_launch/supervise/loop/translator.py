@@ -54,7 +54,7 @@ from pai_launch.supervise.folder import logspace
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.loop.endings import Endings
 from pai_launch.supervise.outputs.notify import Notifier
-from pai_launch.wire import failure_causes, log_events
+from pai_launch.wire import log_events
 from pai_launch.wire.errors import LaunchError
 
 
@@ -152,14 +152,7 @@ class Translator:
         return raw
 
     def plain_exited(self, raw: ProcessExited, state: machine.State) -> machine.Event:
-        duration = round(raw.now - state.current.started_at, 2)
         if raw.role is Role.INIT:
-            stopped = {"stopped_by": state.stopped_by} if state.stopped_by is not None else {}
-            log = self.log.info if raw.returncode == 0 or stopped else self.log.error
-            log(log_events.INIT_EXITED, exit=exitcodes.describe_returncode(raw.returncode), duration_s=duration,
-                **stopped)
-            if raw.returncode != 0 and not stopped:
-                self.log.error(log_events.INIT_OUTPUT_TAIL, tail=raw.log_tail, **failure_causes.fields(raw.log_tail))
             wrote_to = self.session.init_wrote_to() if raw.returncode == 0 else None
             return InitExited(raw.returncode, raw.log_tail, wrote_to=wrote_to, now=raw.now)
         failures = () if raw.returncode == 0 else (Failure.worker(0, raw.returncode, raw.log_tail),)
