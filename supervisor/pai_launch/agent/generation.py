@@ -40,6 +40,9 @@ RETIRE_AFTER = 10.0
 #: Set (to anything) in pai-launch's own tests: the worker watch sees no worker, as when torch reaps each one before
 #: the watch looks, so torch's return alone ends the generation.
 BLIND_WATCH_TEST_ENV = "PAI_LAUNCH_TEST_BLIND_WATCH"
+#: Seconds, in pai-launch's own tests: torch's launcher returns this much later than its workers ended (as when it
+#: waits on a barrier or a store of the ended round), a fault hook rather than a slow machine.
+LAUNCHER_LATE_TEST_ENV = "PAI_LAUNCH_TEST_LAUNCHER_LATE"
 #: Sent by the agent to its own main thread to interrupt a torch launcher that will not return.
 ABANDON_SIGNAL = signal.SIGRTMIN + 4
 
@@ -229,6 +232,7 @@ def _run_torch(config, entrypoint, args: tuple, watch: WorkerWatch, control: Age
     control.in_torch.set()
     try:
         elastic_launch(config, entrypoint)(*args)
+        _late(LAUNCHER_LATE_TEST_ENV)
         return (), None
     except Abandoned:
         return (), "torch's launcher did not return after the generation ended"
@@ -238,6 +242,13 @@ def _run_torch(config, entrypoint, args: tuple, watch: WorkerWatch, control: Age
         return (), traceback.format_exception_only(exc)[-1].strip()
     finally:
         control.in_torch.clear()
+
+
+def _late(variable: str) -> None:
+    """A test's fault hook: wait the seconds `variable` gives (nothing where it is unset)."""
+    seconds = float(os.environ.get(variable) or 0)
+    if seconds > 0:
+        time.sleep(seconds)
 
 
 def forkserver_fault(pool, generation: int) -> str | None:
