@@ -34,6 +34,8 @@ parser.add_argument("--fail-rank", type=int, default=None)
 parser.add_argument("--fail-code", type=int, default=3)
 parser.add_argument("--fail-generation", default="1",
                     help="generation(s) in which the --fail-rank fails: N or a comma-separated list N,M")
+parser.add_argument("--fail-plan", default="",
+                    help="G:R[,G:R...]: rank R fails (as --fail-rank does) in generation G, one rank per generation")
 parser.add_argument("--fail-init", type=int, default=None, help="init run exits with this code")
 parser.add_argument("--fail-output", default=None, help="a failing rank or init run first writes this file to stderr")
 parser.add_argument("--no-progress", action="store_true", help="exit 0 without writing anything")
@@ -105,6 +107,7 @@ parser.add_argument("--record", default=None,
                     help="write RECORD/<gen>-<rank>-<pid>.json with argv, environment and stdin on start")
 args = parser.parse_args()
 fail_generations = {int(item) for item in str(args.fail_generation).split(",") if item.strip()}
+fail_plan = {int(g): int(r) for g, r in (item.split(":") for item in args.fail_plan.split(",") if item.strip())}
 
 
 def safetensors_bytes(payload: bytes) -> bytes:
@@ -290,7 +293,7 @@ while hang or time.monotonic() < deadline or (held and not os.path.exists(args.h
 if args.torn_latest_generation == generation and rank == 0:
     with open(os.path.join(args.save, "latest.pt"), "wb") as handle:
         handle.write(safetensors_bytes(os.urandom(64))[:40])
-if args.fail_rank == rank and (args.fail_every or generation in fail_generations):
+if args.fail_rank == rank and (args.fail_every or generation in fail_generations) or fail_plan.get(generation) == rank:
     if args.fail_after_switch:  # a rank other than 0: it fails once rank 0 has saved this generation's progress
         own_switch = os.path.join(args.save, f"switch_{2 * generation}.pt")
         marker = os.path.join(args.save, ".training_complete")

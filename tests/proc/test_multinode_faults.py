@@ -193,6 +193,24 @@ def test_node_1_lost_during_the_retry_of_a_failed_generation_costs_no_progress_a
     assert read_state(scene.work / "PAI")["failures"] == 2  # generation 2's rank and generation 3's node, once each
 
 
+def test_a_second_failure_on_the_other_node_during_the_retry_is_counted_once_and_the_job_completes(scene):
+    """Rank 1 (node 1) fails in generation 2; in its retry, generation 3, rank 0 (node 0) fails: each failure is
+    counted once, on both nodes alike, nothing written before is lost, and both nodes exit 0 once generation 4
+    completes."""
+    script = ["--generations", "4", "--fail-plan", "2:1,3:0"]
+    nodes, _ = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=script)
+    codes = wait_all(nodes, 120)
+
+    assert codes == [0, 0], summaries(nodes)
+    for node in nodes:
+        failed = node.events("generation_failed")
+        assert [(e["generation"], e.get("rank")) for e in failed] == [(2, 1), (3, 0)], summaries(nodes)
+        assert [e["failures"] for e in node.events("retry_scheduled")] == [1, 2]
+        assert node.event("run_finished")["reason"] == "training complete"
+    assert read_state(scene.work / "PAI")["failures"] == 2
+    assert "switch_2.pt" in _switch_files(scene), "generation 1's switch file is kept through both failures"
+
+
 def test_node_0_lost_during_the_retry_ends_node_1_and_the_job_restarted_resumes_with_nothing_lost(scene):
     nodes, port = start_job(scene, 2, "--nproc", "1", "--backoff", "0.2", script_args=_retry_held(scene))
     scene.wait_ready(3, 2)
