@@ -174,6 +174,23 @@ def test_the_launchs_check_gives_up_in_one_warning_and_the_spec_goes_on(tmp_path
     assert spec.resume_from == "switch"  # the default, with no stage read
 
 
+def test_a_script_the_check_cannot_read_or_parse_is_one_warning_and_a_bug_in_the_check_another(tmp_path, monkeypatch):
+    spec = _launch_spec(tmp_path)
+    (tmp_path / "train.py").write_text("def broken(:\n")
+    _spec, notes = beforerun.check_script(spec)
+    assert [event for event, _fields in notes] == [log_events.SCRIPT_CHECK_FAILED]
+    assert notes[0][1]["hint"] == "the script will likely fail to start" and "train.py" in notes[0][1]["error"]
+
+    from pai_launch.doctor import diagnose
+
+    def bug(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(diagnose, "check_script", bug)
+    _spec, notes = beforerun.check_script(_launch_spec(tmp_path))
+    assert notes[0][1]["error"] == "KeyError: 'a bug'" and "--no-doctor" in notes[0][1]["hint"]
+
+
 def test_a_launch_whose_check_runs_out_of_time_still_starts(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(beforerun, "DOCTOR_BUDGET_S", 0.0)

@@ -67,6 +67,8 @@ def _doctor_notes(spec: LaunchSpec, deadline: Deadline) -> tuple[str | None, lis
     if script is None:
         return None, []
     details = f"pai-launch doctor {script if spec.runs_as == MODULE else plan.script_arg(spec)}"
+    from pai_launch.doctor.model import DoctorError
+
     try:
         from pai_launch.doctor import diagnose
 
@@ -77,13 +79,12 @@ def _doctor_notes(spec: LaunchSpec, deadline: Deadline) -> tuple[str | None, lis
             "script": str(spec.script), "budget_s": deadline.seconds,
             "hint": f"{exc}: the script and the files it imports take longer to check than a start waits; starting "
                     f"anyway, unchecked (details, with no time limit: {details}; --no-doctor skips the check)"})]
+    except DoctorError as exc:  # the script cannot be read or parsed
+        return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc),
+                                                        "hint": "the script will likely fail to start"})]
     except Exception as exc:  # noqa: BLE001 - whatever goes wrong in the checker, the run still starts
-        if type(exc).__name__ == "DoctorError":  # the script cannot be read or parsed
-            return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": str(exc), "hint": "the script will likely fail to "
-                                                            "start"})]
         return None, [(log_events.SCRIPT_CHECK_FAILED, {"error": f"{type(exc).__name__}: {exc}",
-                                                        "hint": "a bug in the check; "
-                                               "skip it with --no-doctor"})]
+                                                        "hint": "a bug in the check; skip it with --no-doctor"})]
     errors = [f for f in report.findings if f.severity == "error"]
     notes = [(log_events.SCRIPT_PROBLEM, {"id": f.id, "path": f.path, "line": f.line, "problem": f.message,
                                           "fix": f.fix})
