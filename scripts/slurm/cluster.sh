@@ -11,11 +11,16 @@
 # --nodes 1 gives one node named `localhost`; --nodes 2 (the default) gives node1 and node2, two slurmd on this host
 # with their own ports. One partition, `debug`, holds every node. No cgroups and no accounting: processes are
 # tracked by proctrack/linuxproc, so stop also sweeps job processes that Slurm itself lost track of.
-# Needs root (SlurmUser=root; munged runs as root too). The fixed ports keep two clusters from running at once.
+# Needs root (SlurmUser=root; munged runs as root too). Each cluster takes the first free block of ports from 6817
+# up (slurmctld's, then one per slurmd), chosen under a lock held until its daemons listen, so two clusters (two test
+# sessions on one host) run side by side.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"  # the daemons live in sbin, which a non-login PATH may lack
 
-CTLD_PORT=6817        # SlurmctldPort; the slurmd ports follow it (6818, 6819)
+FIRST_PORT=6817       # the first block's SlurmctldPort; its slurmd ports follow it (6818, 6819)
+PORT_BLOCKS=50        # blocks tried, each nodes + 1 ports wide
+PORT_LOCK=/tmp/pai-slurm-ports.lock
+CTLD_PORT=            # this cluster's, chosen by start
 START_TIMEOUT_S=60    # from launching the daemons to every node idle
 STOP_GRACE_S=5        # SIGTERM, then SIGKILL after this long
 GONE_TIMEOUT_S=10     # after SIGKILL
@@ -169,6 +174,19 @@ port_user() {
     if [ -n "$pid" ]; then echo "pid $pid: $(cmdline "$pid")"; else echo "$listener"; fi
 }
 
+# free_block NODES: the first port of the first block of NODES + 1 free ports from FIRST_PORT.
+free_block() {
+    local width=$(($1 + 1)) block port busy
+    for block in $(seq 0 $((PORT_BLOCKS - 1))); do
+        busy=
+        for port in $(seq $((FIRST_PORT + block * width)) $((FIRST_PORT + block * width + width - 1))); do
+            [ -z "$(port_user "$port")" ] || { busy=1; break; }
+        done
+        [ -n "$busy" ] || { echo $((FIRST_PORT + block * width)); return 0; }
+    done
+    return 1
+}
+
 # launch NAME COMMAND...: in the background, in its own session, output to DIR/log/NAME.out, PID to DIR/pids.
 # (A background child of a non-interactive shell is no process group leader, so setsid execs in place and $! is the
 # daemon itself.)
@@ -283,17 +301,17 @@ on_start_exit() {
 }
 
 start_cluster() {
-    local nodes=$1 tool name port user socket_dir
+    local nodes=$1 tool name socket_dir lock_fd
     [ "$(id -u)" -eq 0 ] || die "needs root (SlurmUser=root; munged runs as root too)"
     for tool in munged mungekey slurmctld slurmd sinfo scontrol ss; do
         command -v "$tool" >/dev/null || die "$tool not found: apt-get install slurmctld slurmd slurm-client munge"
     done
     [ -z "$(recorded '*')" ] || die "a cluster is already running in $DIR; stop it first: $0 stop $DIR"
-    # One cluster at a time: the ports are fixed, and another cluster (or a system slurmctld) would answer.
-    for port in $(seq "$CTLD_PORT" $((CTLD_PORT + nodes))); do
-        user=$(port_user "$port")
-        [ -z "$user" ] || die "port $port is in use by $user; another Slurm cluster? ($0 stop ITS_DIR stops ours)"
-    done
+    # The first block of free ports, under a lock that another start waits for until this cluster's daemons listen.
+    exec {lock_fd}>"$PORT_LOCK"
+    flock "$lock_fd"
+    CTLD_PORT=$(free_block "$nodes") || die "no $((nodes + 1)) free ports from $FIRST_PORT in $PORT_BLOCKS blocks" \
+        "(the last one's user: $(port_user $((FIRST_PORT + PORT_BLOCKS * (nodes + 1) - 1))))"
 
     mkdir -p "$DIR"/{state,spool,run,log,dev,munge}
     rm -f "$DIR/pids" "$DIR"/log/*  # a new cluster, new logs
@@ -326,6 +344,7 @@ start_cluster() {
         launch "slurmd.$name" slurmd -D -N "$name" -f "$DIR/slurm.conf"
     done
     wait_for "every node idle" all_idle "$nodes"
+    flock --unlock "$lock_fd"  # its ports are taken now: the next start sees them in use
 
     trap - EXIT
     sinfo -N >&2
