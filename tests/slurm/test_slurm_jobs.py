@@ -160,18 +160,20 @@ SIGNAL_JOB = """\
 #!/bin/bash
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=1
-#SBATCH --time=1
-#SBATCH --signal=B:USR1@58
 #SBATCH --output=pai-launch-%j.log
 exec srun "$PAI_LAUNCH" "$@"
 """
 
 
 @pytest.mark.timeout(150)
-def test_sbatch_signal_reaches_the_workers_and_the_job_goes_on(job):
+def test_slurms_warning_signal_to_the_batch_step_reaches_the_workers_and_the_job_goes_on(job):
+    # Sent once both workers run, as sbatch --signal=B:USR1@SECONDS sends it: Slurm sends that one up to a minute
+    # early, so a job short enough for a test could get it before any worker has started on a loaded machine.
     script = job.root / "signal.sbatch"
     script.write_text(SIGNAL_JOB)
     job_id = job.submit("--nproc", "1", script=script, trainer=("--generations", "2", "--hold-until", str(job.hold)))
+    job.ready(2)
+    job.cluster.scancel(job_id, "--batch", "--signal=USR1")
     wait_until(lambda: len([s for s in job.signals() if s[1] == "SIGUSR1"]) >= 2, 90,
                message="Slurm's SIGUSR1 to reach both workers")
     job.hold.touch()
