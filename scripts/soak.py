@@ -6,7 +6,8 @@ only on a quiet one (a test that depends on the machine being fast fails here fi
     python scripts/soak.py --runs 3 --hogs 4 tests/proc/test_multinode.py
 
 Each run is one pytest process on the files (in the project's .venv); the hogs are busy loops, one per core taken,
-started before the first run and killed after the last. It prints one line per run and a closing count.
+started before the first run and killed after the last. It prints one line per run and a closing count; each run's
+whole pytest output is kept in a folder (--logs, a new temporary one by default) to read why a run failed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,10 +33,11 @@ def summary(results: list[tuple[int, float, str]]) -> str:
     return line + (f" ({'; '.join(failed)})" if failed else "")
 
 
-def run_once(files: list[str], python: str) -> tuple[int, float, str]:
+def run_once(files: list[str], python: str, log: Path) -> tuple[int, float, str]:
     started = time.monotonic()
-    done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q", *files], cwd=ROOT, check=False,
-                          capture_output=True, text=True)
+    done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", *files], cwd=ROOT,
+                          check=False, capture_output=True, text=True)
+    log.write_text(done.stdout + done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return done.returncode, time.monotonic() - started, lines[-1] if lines else ""
 
@@ -44,13 +47,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--hogs", type=int, default=2)
+    parser.add_argument("--logs", type=Path, default=None, help="folder for each run's pytest output")
     args = parser.parse_args(argv)
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="pai-soak-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    print(f"each run's output goes to {logs}/run-N.log", flush=True)
     python = str(ROOT / ".venv" / "bin" / "python")
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(args.hogs)]
     results = []
     try:
         for n in range(1, args.runs + 1):
-            results.append(run_once(args.files, python))
+            results.append(run_once(args.files, python, logs / f"run-{n}.log"))
             code, took, last = results[-1]
             print(f"run {n}: exit {code} in {took:.0f} s: {last}", flush=True)
     finally:
