@@ -32,7 +32,6 @@ from pai_launch.core.events import (
 )
 from pai_launch.core.failure import Failure
 from pai_launch.core.observations import (
-    AgentAnswered,
     AgentGone,
     AgentJoined,
     AgentReported,
@@ -116,9 +115,6 @@ class Translator:
 
     def on_agent_started(self, raw: AgentStarted, state: machine.State) -> None:
         self.agent_started(raw)
-
-    def on_agent_answered(self, raw: AgentAnswered, state: machine.State) -> AgentAnswered:
-        return raw
 
     def on_agent_took_request(self, raw: AgentTookRequest, state: machine.State) -> machine.Event:
         return WorkersLaunched(raw.now) if raw.taken else WorkersWaiting(raw.now)
@@ -237,7 +233,6 @@ TRANSLATIONS: dict[type, Callable[[Translator, object, machine.State], machine.E
     ProcessExited: Translator.plain_exited,
     AgentReported: Translator.on_agent_reported,
     AgentStarted: Translator.on_agent_started,
-    AgentAnswered: Translator.on_agent_answered,
     AgentTookRequest: Translator.on_agent_took_request,
     AgentGone: Translator.on_agent_gone,
     AgentJoined: Translator.on_agent_joined,
