@@ -5,14 +5,17 @@ only on a quiet one (a test that depends on the machine being fast fails here fi
     python scripts/soak.py                       10 runs of the multi-node and Slurm files beside 2 hogs
     python scripts/soak.py --runs 3 --hogs 4 tests/proc/test_multinode.py
 
-Each run is one pytest process on the files (in the project's .venv); the hogs are busy loops, one per core taken,
-started before the first run and killed after the last. It prints one line per run and a closing count; each run's
+Each run is one pytest process on the files (in the project's .venv) in which a skipped test fails
+(PAI_LAUNCH_ALL_TIERS=1: a run without its Slurm cluster is no pass); the system tools the files need are installed
+first, as ./scripts/test.sh does. The hogs are busy loops, one per core taken, started before the first run and killed
+after the last. It prints one line per run and a closing count; each run's
 whole pytest output is kept in a folder (--logs, a new temporary one by default) to read why a run failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -33,10 +36,15 @@ def summary(results: list[tuple[int, float, str]]) -> str:
     return line + (f" ({'; '.join(failed)})" if failed else "")
 
 
+def run_environment(base: dict[str, str]) -> dict[str, str]:
+    """The environment of each run: the caller's, with every skip turned into a failure."""
+    return {**base, "PAI_LAUNCH_ALL_TIERS": "1"}
+
+
 def run_once(files: list[str], python: str, log: Path) -> tuple[int, float, str]:
     started = time.monotonic()
     done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", *files], cwd=ROOT,
-                          check=False, capture_output=True, text=True)
+                          check=False, capture_output=True, text=True, env=run_environment(dict(os.environ)))
     log.write_text(done.stdout + done.stderr)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return done.returncode, time.monotonic() - started, lines[-1] if lines else ""
@@ -53,6 +61,7 @@ def main(argv: list[str]) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     print(f"each run's output goes to {logs}/run-N.log", flush=True)
     python = str(ROOT / ".venv" / "bin" / "python")
+    subprocess.run(["bash", "-c", "source scripts/system_tools.sh && pai_system_tools"], cwd=ROOT, check=True)
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(args.hogs)]
     results = []
     try:

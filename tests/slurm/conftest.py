@@ -8,6 +8,7 @@ SLURM_JOB_NODELIST), never from the hostname. Every client command needs the clu
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -126,6 +127,21 @@ def _stop(folder: Path) -> None:
         raise SlurmError(f"cluster.sh stop {folder} exited {stopped.returncode}:\n{stopped.stderr}")
 
 
+@contextlib.contextmanager
+def running_cluster(folder: Path) -> Iterator[SlurmCluster]:
+    """A two-node cluster started in folder (on the first free block of ports) and stopped on leaving, also when
+    what runs inside fails; SlurmError if it does not start."""
+    started = _cluster_sh("start", str(folder), "--nodes", "2")
+    if started.returncode != 0:
+        _stop(folder)  # cluster.sh stops what it started when it fails; this only makes sure
+        raise SlurmError(f"cluster.sh start {folder} exited {started.returncode}:\n{started.stderr}")
+    conf = started.stdout.strip().splitlines()[-1].removeprefix("export SLURM_CONF=")
+    try:
+        yield SlurmCluster(dir=folder, env={**os.environ, "SLURM_CONF": conf})
+    finally:
+        _stop(folder)
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory) -> Iterator[SlurmCluster]:
     """A two-node Slurm cluster for the whole session: partition `debug` (default), nodes node1 and node2 with
@@ -136,13 +152,5 @@ def slurm_cluster(tmp_path_factory) -> Iterator[SlurmCluster]:
         pytest.skip(f"{', '.join(missing)} missing: {TOOLS_HINT}")
     if os.geteuid() != 0:
         pytest.skip("the test cluster runs its daemons as root (SlurmUser=root)")
-    folder = tmp_path_factory.mktemp("slurm")
-    started = _cluster_sh("start", str(folder), "--nodes", "2")
-    if started.returncode != 0:
-        _stop(folder)  # cluster.sh stops what it started when it fails; this only makes sure
-        pytest.fail(f"cluster.sh start {folder} exited {started.returncode}:\n{started.stderr}", pytrace=False)
-    conf = started.stdout.strip().splitlines()[-1].removeprefix("export SLURM_CONF=")
-    try:
-        yield SlurmCluster(dir=folder, env={**os.environ, "SLURM_CONF": conf})
-    finally:
-        _stop(folder)
+    with running_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster

@@ -3,13 +3,12 @@ on the same host) starts beside the first on ports of its own and runs its jobs 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 
 import pytest
 
-from tests.slurm.conftest import SlurmCluster, _cluster_sh, _stop
+from tests.slurm.conftest import running_cluster
 
 BATCH_SCRIPT = """\
 #!/bin/bash
@@ -44,17 +43,12 @@ def _ports(conf) -> set[str]:
 def test_a_second_cluster_starts_beside_the_first_on_ports_of_its_own_and_runs_a_job(slurm_cluster, tmp_path):
     folder = tmp_path / "second"
     folder.mkdir()
-    started = _cluster_sh("start", str(folder), "--nodes", "2")
-    try:
-        assert started.returncode == 0, started.stderr
+    with running_cluster(folder) as second:
         conf = folder / "slurm.conf"
         assert _ports(conf) and not _ports(conf) & _ports(slurm_cluster.dir / "slurm.conf")
-        second = SlurmCluster(dir=folder, env={**os.environ, "SLURM_CONF": str(conf)})
         ran = subprocess.run(["srun", "-N2", "-n2", "bash", "-c", "echo $SLURMD_NODENAME"], env=second.env,
                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert ran.returncode == 0 and sorted(ran.stdout.split()) == ["node1", "node2"], ran.stderr
-    finally:
-        _stop(folder)
     job_id = slurm_cluster.sbatch(_one_task(tmp_path), cwd=tmp_path)  # the first cluster still runs jobs
     assert slurm_cluster.wait_state(job_id, "COMPLETED", timeout=60) == "COMPLETED"
 

@@ -18,3 +18,8 @@ def test_the_closing_line_counts_passes_and_names_each_failing_run():
 
 def test_the_default_files_exist():
     assert [name for name in load_script("soak").DEFAULT_FILES if not (REPO / name).exists()] == []
+
+
+def test_each_run_turns_a_skipped_test_into_a_failure_so_a_run_without_its_slurm_cluster_is_no_pass():
+    environment = load_script("soak").run_environment({"PATH": "/usr/bin", "PAI_LAUNCH_ALL_TIERS": "0"})
+    assert environment == {"PATH": "/usr/bin", "PAI_LAUNCH_ALL_TIERS": "1"}
