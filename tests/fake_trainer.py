@@ -46,6 +46,9 @@ parser.add_argument("--linger-after-marker", action="store_true", help="keep run
 parser.add_argument("--spawn-grandchild", action="store_true", help="start a sleeper in its own session")
 parser.add_argument("--ready-dir", default=None, help="touch READY_DIR/<gen>-<rank>.<pid> once running")
 parser.add_argument("--signal-log", default=None, help="append 'rank signame' here for each signal received")
+parser.add_argument("--stop-log", default=None,
+                    help="append 'rank signame' here once a stop signal's --exit-delay is over, as the worker leaves "
+                    "(it was given the time it asked for)")
 parser.add_argument("--ignore-sigint", action="store_true", help="log SIGINT and keep running")
 parser.add_argument("--load-stage", choices=("switch", "latest"), default="switch",
                     help="what --pai_load_folder loads: the newest switch_N.pt, or latest.pt (which must exist)")
@@ -165,6 +168,9 @@ def log_signal(signum, frame):
     deadline = time.monotonic() + args.exit_delay
     while time.monotonic() < deadline:
         time.sleep(0.02)
+    if args.stop_log:
+        with open(args.stop_log, "a") as handle:
+            handle.write(f"{rank} {signal.Signals(signum).name}\n")
     if args.crash_on_stop and args.fail_rank == rank:
         print("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
               "RuntimeError: teardown failed while stopping", file=sys.stderr, flush=True)

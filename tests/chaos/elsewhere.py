@@ -22,6 +22,10 @@ class Tested:
 ELSEWHERE: tuple[Tested, ...] = (
     Tested("kill -9 of the agent or its forkserver (warm)", "the warm workers go with it, the generation is retried",
            "tests/proc/test_launch_orphans.py::test_kill_9_of_the_agent_or_its_forkserver_takes_the_warm_workers_with_it"),
+    Tested("SIGTERM to every process of the run at once (Slurm's scancel, a control-group stop)",
+           "each warm worker gets the time its own stop takes (its forkserver lives on), exit 143",
+           "tests/proc/test_launch_signals.py::"
+           "test_sigterm_to_every_process_of_the_run_at_once_leaves_each_warm_worker_the_time_it_takes_to_stop"),
     Tested("a worker's grandchild in its own session", "swept when the run completes",
            "tests/proc/test_launch_orphans.py::test_grandchild_in_its_own_session_is_swept_when_the_run_completes"),
     Tested("a bug inside pai-launch mid-generation", "every worker stopped and swept, exit 70, the traceback logged",

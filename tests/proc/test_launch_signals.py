@@ -1,8 +1,8 @@
 """Signals sent to a running pai-launch, with real processes: stop signals forwarded once to every worker (their
 grandchildren swept), the init run stopped, a terminal's Ctrl+C reaching each process once, SIGUSR1/2 passed on, a
-stop at any moment. What the run makes of them (a stop is no failure, a rank crashing on its way out, workers that
-ignore SIGTERM, a second Ctrl+C, workers lingering after the marker) is played as histories in
-tests/unit/test_histories_signals.py."""
+stop at any moment, a SIGTERM to every process of the run at once (warm workers keep their time to stop). What the
+run makes of them (a stop is no failure, a rank crashing on its way out, workers that ignore SIGTERM, a second
+Ctrl+C, workers lingering after the marker) is played as histories in tests/unit/test_histories_signals.py."""
 
 from __future__ import annotations
 
@@ -155,3 +155,25 @@ def test_sigusr_is_forwarded_to_the_workers_and_the_run_goes_on_to_complete(scen
     assert sorted(_forwarded_pids(launch, signum.name)) == sorted(pid for pid, _ in ready.values())
     assert [e["generation"] for e in launch.events("generation_started")] == [1, 2]
     assert (scene.work / "PAI" / ".training_complete").is_file()
+
+def test_sigterm_to_every_process_of_the_run_at_once_leaves_each_warm_worker_the_time_it_takes_to_stop(scene):
+    # Slurm's scancel and a control-group stop send SIGTERM to every process of the job step or unit at once, the
+    # agent's forkserver included. Were the server to die of it, every warm worker would be SIGKILLed (they die with
+    # their server) in the middle of its own stop, whatever the grace.
+    stops = scene.io / "stops.log"
+    launch = scene.start("--nproc", "2", "--grace", "20",
+                         script_args=["--hang", "--exit-delay", "2", "--stop-log", str(stops)])
+    scene.wait_ready(1, 2)
+
+    tree = [launch.pid, *(child.pid for child in psutil.Process(launch.pid).children(recursive=True))]
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    rc = launch.wait(30)
+
+    assert rc == 143, launch.log_summary()
+    assert sorted(scene.signals()) == [0, 1]
+    left = {line.split()[0] for line in stops.read_text().splitlines()} if stops.exists() else set()
+    assert left == {"0", "1"}, "a worker was killed before the end of its own stop"

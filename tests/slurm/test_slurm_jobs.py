@@ -106,7 +106,11 @@ def test_the_example_job_runs_to_completion_on_two_nodes(job):
 
 @pytest.mark.timeout(200)
 def test_scancel_mid_generation_leaves_nothing_and_a_resubmission_resumes(job):
-    job_id = job.submit("--nproc", "1", trainer=("--generations", "3", "--hold-until", str(job.hold)))
+    # Slurm sends SIGTERM to every process of the job step at once, the agents' forkservers included: each worker
+    # still gets the time its own stop takes (2 s here), not cut off by its server's death.
+    stops = job.io / "stops.log"
+    trainer = ("--generations", "3", "--hold-until", str(job.hold), "--exit-delay", "2", "--stop-log", str(stops))
+    job_id = job.submit("--nproc", "1", trainer=trainer)
     job.ready(2)
     job.cluster.scancel(job_id)
     job.cluster.wait_state(job_id, "CANCELLED", timeout=60)
@@ -115,9 +119,10 @@ def test_scancel_mid_generation_leaves_nothing_and_a_resubmission_resumes(job):
     state = read_state(job.work / "PAI")
     assert state["generation"] == 1 and state["last_exit"]["code"] == 143, state
     assert {(rank, name) for rank, name in job.signals()} == {("0", "SIGTERM"), ("1", "SIGTERM")}
+    assert {line.split()[0] for line in stops.read_text().splitlines()} == {"0", "1"}, "a worker was cut off"
 
     job.hold.touch()
-    again = job.submit("--nproc", "1", trainer=("--generations", "3", "--hold-until", str(job.hold)))
+    again = job.submit("--nproc", "1", trainer=trainer)  # the same command, as a resubmission is
     job.cluster.wait_state(again, "COMPLETED", timeout=120)
     started = job.events(again, "run_started")
     assert sorted((e["node"], e["resumed"], e["generation"]) for e in started) == [(0, True, 1), (1, True, 1)]

@@ -39,9 +39,11 @@ def _arm() -> None:
     parent = os.environ.get(PARENT_ENV, "")
     if parent.isdigit() and os.getppid() != int(parent):
         os._exit(128 + signal.SIGKILL)
-    # SIGUSR1/2 are for the workers (Slurm signals every process of a job step): the server must not die of them.
-    # Each worker puts the default back (worker_main).
-    for signum in (signal.SIGUSR1, signal.SIGUSR2):
+    # Slurm (every process of a job step) and a control-group stop signal the server along with the workers. It must
+    # not die of them: its warm workers die with it (SIGKILL, their parent-death signal), cut off in the middle of
+    # their own stop whatever the grace. The agent ends the server (its pipe closes, or SIGKILL). Each worker puts
+    # the defaults back (worker_main).
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, signal.SIG_IGN)
     if os.environ.get(EXITS_ENV):
         record_exits(os.environ[EXITS_ENV])
