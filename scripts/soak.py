@@ -7,9 +7,9 @@ only on a quiet one (a test that depends on the machine being fast fails here fi
 
 Each run is one pytest process on the files (in the project's .venv) in which a skipped test fails
 (PAI_LAUNCH_ALL_TIERS=1: a run without its Slurm cluster is no pass); the system tools the files need are installed
-first, as ./scripts/test.sh does. The hogs are busy loops, one per core taken, started before the first run and killed
-after the last. It prints one line per run and a closing count; each run's
-whole pytest output is kept in a folder (--logs, a new temporary one by default) to read why a run failed.
+first, as ./scripts/test.sh does. The hogs are busy loops, one per core taken, started before the first run and
+killed after the last. It prints one line per run and a closing count; each run's whole pytest output is kept in a
+folder (--logs, a new temporary one by default) to read why a run failed.
 """
 
 from __future__ import annotations
