@@ -140,15 +140,16 @@ def check_values(run, net) -> None:
 
 
 def release(model, optimizer) -> None:
-    """Drop what the old wrapper and optimizer hold: the reducer's hooks and buckets, the old module, the optimizer's
-    state. The caller's names still point at them; what they hold is gone now, not at the next collection."""
+    """Drop what the old wrapper and optimizer hold: the reducer's hooks and buckets, the old module, the process
+    group (or destroy_process_group could not free it), the optimizer's state. The caller's names still point at
+    them; what they hold is gone now, not at the next collection."""
     import torch.nn as nn
 
     if isinstance(model, nn.parallel.DistributedDataParallel):
         remove_hooks = getattr(model, "_remove_autograd_hooks", None)
         if remove_hooks is not None:
             remove_hooks()
-        for name in ("reducer", "logger"):
+        for name in ("reducer", "logger", "process_group"):
             if hasattr(model, name):
                 delattr(model, name)
     if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)) and "module" in model._modules:

@@ -78,6 +78,10 @@ def start(init_run: bool, backend: str | None = None) -> Run:
     else:
         device = torch.device("cpu")
     if not dist.is_initialized():
+        # Imported before the group exists: its functions take the default group as a default argument, bound at
+        # import, and DDP's first import of torch._dynamo imports them. Bound to the group, they keep it alive after
+        # destroy_process_group, and gloo's threads then outlive Python, which can abort the exit (-6).
+        import torch.distributed.nn.functional  # noqa: F401
         name = backend or ("nccl" if device.type == "cuda" else "gloo")
         bound = {"device_id": device} if device.type == "cuda" and backends.uses_nccl(name) else {}
         dist.init_process_group(name, **bound)

@@ -1,8 +1,13 @@
 """One rank of a 2-process gloo group calling pai_launch.in_process.rewrap on models that differ between ranks
 (started by tests/real/test_in_process.py). CASE (argv[1]): "shape" gives rank 1 a wider layer; "values" gives rank 1
 other weights and wraps without DDP (whose constructor would broadcast rank 0's), so the value check has to see it;
-"same" gives both the same model. Rank 0 prints "rewrapped" and the wrapper's type when the call returns."""
+"same" gives both the same model. Rank 0 prints "rewrapped" and the wrapper's type when the call returns. At exit each
+rank writes the names of its threads still running to threads-RANK.json: gloo's, left to the interpreter's teardown,
+can abort it."""
 
+import atexit
+import json
+import os
 import sys
 
 import torch
@@ -14,6 +19,15 @@ from pai_launch import training as pt
 
 case = sys.argv[1]
 run = pt.start(False, backend="gloo")
+
+
+def _record_threads():
+    names = [open(f"/proc/self/task/{tid}/comm").read().strip() for tid in os.listdir("/proc/self/task")]
+    with open(f"threads-{run.rank}.json", "w") as out:
+        json.dump(names, out)
+
+
+atexit.register(_record_threads)
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(4, 8 if case == "shape" and run.rank == 1 else 4),
                     nn.Linear(8 if case == "shape" and run.rank == 1 else 4, 2))

@@ -91,3 +91,6 @@ def test_ranks_whose_models_differ_end_with_one_line_naming_the_rank_and_the_dif
         lines = [line for line in err.splitlines() if line.strip()]
         assert lines[-1].startswith("pai-launch: after the restructure ") and difference in lines[-1], err
         assert "Traceback" not in err  # one line, not a stack
+    for rank in (0, 1):  # the group was freed before the exit, so no gloo thread is left to abort the teardown
+        threads = json.loads((tmp_path / f"threads-{rank}.json").read_text())
+        assert not [name for name in threads if "gloo" in name], threads
