@@ -9,13 +9,15 @@ Each run is one pytest process on the files (in the project's .venv) in which a 
 (PAI_LAUNCH_ALL_TIERS=1: a run without its Slurm cluster is no pass); the system tools the files need are installed
 first, as ./scripts/test.sh does. The hogs are busy loops, one per core taken, started before the first run and
 killed after the last. It prints one line per run and a closing count; each run's whole pytest output is kept in a
-folder (--logs, a new temporary one by default) to read why a run failed.
+folder (--logs, a new temporary one by default) to read why a run failed, and a failed run's test folders (its nodes'
+logs and save folders) beside it as run-N/, which pytest would otherwise drop after three later sessions.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,11 +43,19 @@ def run_environment(base: dict[str, str]) -> dict[str, str]:
     return {**base, "PAI_LAUNCH_ALL_TIERS": "1"}
 
 
+def pytest_command(python: str, files: list[str], basetemp: Path) -> list[str]:
+    """One run's pytest: quiet, failures and errors summed up, its test folders under `basetemp`."""
+    return [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", f"--basetemp={basetemp}", *files]
+
+
 def run_once(files: list[str], python: str, log: Path) -> tuple[int, float, str]:
     started = time.monotonic()
-    done = subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", *files], cwd=ROOT,
-                          check=False, capture_output=True, text=True, env=run_environment(dict(os.environ)))
+    folders = log.with_suffix("")
+    done = subprocess.run(pytest_command(python, files, folders), cwd=ROOT, check=False, capture_output=True,
+                          text=True, env=run_environment(dict(os.environ)))
     log.write_text(done.stdout + done.stderr)
+    if done.returncode == 0:
+        shutil.rmtree(folders, ignore_errors=True)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return done.returncode, time.monotonic() - started, lines[-1] if lines else ""
 

@@ -23,3 +23,4 @@ def test_the_default_files_exist():
 def test_each_run_turns_a_skipped_test_into_a_failure_so_a_run_without_its_slurm_cluster_is_no_pass():
     environment = load_script("soak").run_environment({"PATH": "/usr/bin", "PAI_LAUNCH_ALL_TIERS": "0"})
     assert environment == {"PATH": "/usr/bin", "PAI_LAUNCH_ALL_TIERS": "1"}
+
