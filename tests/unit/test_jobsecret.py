@@ -14,52 +14,29 @@ from pai_launch.linux import listen
 from pai_launch.wire import codec, crossnode, jobsecret, storevalues
 from pai_launch.wire.storelink import JobStopped, StoreLink
 from pai_launch.wire.storevalues import NodeOutcome
+from tests.memstore import MemoryStore
 
 pytestmark = pytest.mark.timeout(30)
 
 
-class DictStore:
-    """What StoreLink asks of torch's TCPStore, in a dict (keys as any client of the port would list them)."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-
-    def check(self, keys):
-        return all(key in self.data for key in keys)
-
-    def get(self, key):
-        return self.data[key]
-
-    def set(self, key, value):
-        self.data[key] = value.encode() if isinstance(value, str) else value
-
-    def add(self, key, amount):
-        value = int(self.data.get(key, b"0")) + amount
-        self.data[key] = str(value).encode()
-        return value
-
-    def delete_key(self, key):
-        return self.data.pop(key, None) is not None
-
-
 def test_every_key_but_the_public_info_is_named_by_the_secret_and_the_names_do_not_contain_it():
-    store = DictStore()
+    store = MemoryStore()
     link = StoreLink(store, 1, "s3cret" * 6)
     link.put(crossnode.STOP, storevalues.StopFlag(15, "x"))
     link.set(crossnode.gen_key(1, "result", 0), "{}")
     link.add(crossnode.gen_key(1, "beat", 1), 1)
     link.put(crossnode.INFO, storevalues.StoreInfo())
 
-    assert crossnode.INFO.name in store.data
-    assert crossnode.STOP.name not in store.data and crossnode.gen_key(1, "result", 0) not in store.data
-    assert all(key == crossnode.INFO.name or key.startswith("pai/j/") for key in store.data)
-    assert not [key for key in store.data if "s3cret" in key]
+    assert crossnode.INFO.name in store.values
+    assert crossnode.STOP.name not in store.values and crossnode.gen_key(1, "result", 0) not in store.values
+    assert all(key == crossnode.INFO.name or key.startswith("pai/j/") for key in store.values)
+    assert not [key for key in store.values if "s3cret" in key]
     assert jobsecret.namespaced("a", crossnode.STOP.name) != jobsecret.namespaced("b", crossnode.STOP.name)
     assert jobsecret.namespaced("a", "torch.rendezvous.job-g1") == "torch.rendezvous.job-g1", "torch's keys are torch's"
 
 
 def test_a_stop_flag_or_result_set_without_the_secret_is_not_seen():
-    store = DictStore()
+    store = MemoryStore()
     link = StoreLink(store, 1, "the-secret")
     outsider = codec.encode_text(storevalues.StopFlag(15, "outsider"))
     store.set(crossnode.STOP.name, outsider)  # the old, plain name
@@ -68,11 +45,13 @@ def test_a_stop_flag_or_result_set_without_the_secret_is_not_seen():
     store.set(link.key(crossnode.gen_key(1, "result", 0)), forged)  # the right name (listed), an unsealed value
     link.check_stop()
     assert link.outcome(1, 0) is None
+    assert link.publish(1, NodeOutcome(0, "x")), "a value without the secret holds no node's place"
+    assert link.outcome(1, 0) == NodeOutcome(0, "x")
 
     # A sealed value copied to another key does not pass there either.
     link.publish(1, NodeOutcome(1, "y"))
-    store.set(link.key(crossnode.gen_key(1, "result", 0)), store.get(link.key(crossnode.gen_key(1, "result", 1))))
-    assert link.outcome(1, 0) is None
+    store.set(link.key(crossnode.gen_key(1, "result", 2)), store.get(link.key(crossnode.gen_key(1, "result", 1))))
+    assert link.outcome(1, 2) is None
     assert link.outcome(1, 1) == NodeOutcome(1, "y")
 
     link.put(crossnode.STOP, storevalues.StopFlag(15, "node 0"))
@@ -170,7 +149,7 @@ STORE_SAMPLES = {
 
 def test_every_store_value_round_trips_through_a_sealed_key_as_its_own_type():
     assert set(storevalues.STORE.types().values()) == set(STORE_SAMPLES), "a store value type without a sample here"
-    link = StoreLink(DictStore(), 1, "the-secret")
+    link = StoreLink(MemoryStore(), 1, "the-secret")
     for cls, value in STORE_SAMPLES.items():
         key = crossnode.ValueKey(f"pai/test/{cls.__name__}", cls)
         link.put(key, value)
@@ -179,7 +158,7 @@ def test_every_store_value_round_trips_through_a_sealed_key_as_its_own_type():
 
 
 def test_a_typed_key_refuses_a_value_of_another_type_both_ways():
-    link = StoreLink(DictStore(), 1, "the-secret")
+    link = StoreLink(MemoryStore(), 1, "the-secret")
     with pytest.raises(TypeError, match="pai/stop holds a StopFlag, not a OpenedGeneration"):
         link.put(crossnode.STOP, storevalues.OpenedGeneration(1, 0))
     link.set(crossnode.STOP, codec.encode_text(storevalues.OpenedGeneration(1, 0)))  # sealed, but of the wrong type

@@ -13,46 +13,13 @@ import pytest
 from pai_launch.agent import multinode
 from pai_launch.agent.control import AgentControl
 from pai_launch.wire import crossnode
-from pai_launch.wire.storelink import StoreLink
-from pai_launch.wire.storevalues import NodeOutcome
+from pai_launch.wire.storelink import StoreLink, StoreLost
+from pai_launch.wire.storevalues import Member, NodeOutcome
+from tests.memstore import MemoryStore
 
 pytestmark = pytest.mark.timeout(60)
 
 SECRET = "0123456789abcdef0123456789abcdef"
-
-
-class CountingStore:
-    """What torch's TCPStore offers the agent, in memory; `ops` counts every request a real one would serve."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, bytes] = {}
-        self.ops = 0
-
-    def check(self, keys):
-        self.ops += 1
-        return all(key in self.values for key in keys)
-
-    def get(self, key):
-        self.ops += 1
-        return self.values[key]
-
-    def set(self, key, value):
-        self.ops += 1
-        self.values[key] = value.encode() if isinstance(value, str) else value
-
-    def add(self, key, amount):
-        self.ops += 1
-        value = int(self.values.get(key, b"0")) + amount
-        self.values[key] = str(value).encode()
-        return value
-
-    def multi_get(self, keys):
-        self.ops += 1
-        return [self.values[key] for key in keys]
-
-    def delete_key(self, key):
-        self.ops += 1
-        return self.values.pop(key, None) is not None
 
 
 class Job:
@@ -60,7 +27,7 @@ class Job:
     otherwise; the ring follows group ranks)."""
 
     def __init__(self, size: int, order=None) -> None:
-        self.store = CountingStore()
+        self.store = MemoryStore()
         self.stopped: list[int] = []
         self.nodes = []
         order = order or list(range(size))
@@ -204,3 +171,58 @@ def test_a_peer_that_ends_while_its_watcher_looks_is_not_lost():
     assert job.nodes[1].link.publish(1, NodeOutcome(1, "host1"))
     job.silence(1)
     assert not job.nodes[0].lost and job.nodes[0].link.outcome(1, 1) == NodeOutcome(1, "host1")
+
+
+class DyingStore:
+    """A node's view of the shared store that serves `left` more requests, then its node is dead (Died)."""
+
+    class Died(Exception):
+        pass
+
+    def __init__(self, store: MemoryStore, left: int) -> None:
+        self.store, self.left = store, left
+
+    def __getattr__(self, method):
+        def call(*args):
+            if self.left == 0:
+                raise DyingStore.Died(method)
+            self.left -= 1
+            return getattr(self.store, method)(*args)
+        return call
+
+
+@pytest.mark.parametrize("requests_served", range(4))
+def test_a_node_killed_at_any_point_of_publishing_its_failure_is_still_found_by_its_watcher(requests_served):
+    """Its pai-launch killed as its workers end: the node dies wherever it was in publishing their failure. Its
+    watcher still stops every node within LOST_AFTER and reads an outcome for it: its own, whole, or lost."""
+    job = Job(2)
+    job.beat(0.0)
+    job.beat(0.5)
+    dying = job.nodes[1].link
+    dying.store = DyingStore(job.store, requests_served)
+    killed = NodeOutcome(1, "host1", error="its workers were killed")
+    try:
+        dying.publish(1, killed)
+    except StoreLost:
+        pass  # died here
+    job.silence(1)
+    assert 0 in job.stopped, "the watcher stopped its own workers"
+    outcome = job.nodes[0].link.outcome(1, 1)
+    assert outcome == killed or outcome == NodeOutcome(1, "host1", lost=job.nodes[0].lost[1]), outcome
+
+
+def test_on_torchs_own_store_the_first_outcome_stands_and_a_value_without_the_secret_holds_no_place():
+    """put_first rests on TCPStore.compare_set answering as MemoryStore does: checked on the real store."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=10))
+    node1, watcher = StoreLink(store, 1, SECRET), StoreLink(store, 0, SECRET)
+    own = NodeOutcome(1, "host1", error="its workers were killed")
+    assert node1.publish(1, own)
+    assert not watcher.report_lost(1, Member(1, "host1", 1, (1,)), "lost")
+    assert watcher.outcome(1, 1) == own and watcher.alarm(1) == 2, "the failure stands; the alarm raised again"
+    store.set(watcher.key(crossnode.gen_key(2, "result", 1)), "not sealed with the secret")
+    assert node1.publish(2, NodeOutcome(1, "host1")) and watcher.outcome(2, 1) == NodeOutcome(1, "host1")
+    assert store.compare_set(watcher.key(crossnode.gen_key(3, "result", 1)), "x", "y") == b"x", "absent stays absent"

@@ -79,6 +79,20 @@ class StoreLink:
     def put(self, key: ValueKey, value) -> None:
         self.set(key, key.encode(value))
 
+    def put_first(self, key: ValueKey, value) -> bool:
+        """`value` at `key` unless a value is there already, in one request (the store's compare-and-set): a writer
+        that dies while it writes leaves the key whole or absent. False when one was there."""
+        sealed = seal(self.secret, key.name, key.encode(value))
+        there = self._compare_set(key.name, "", sealed)
+        if there != sealed and unseal(self.secret, key.name, there) is None:
+            there = self._compare_set(key.name, there, sealed)  # not this job's value: it holds no place
+        return there == sealed
+
+    def _compare_set(self, key: str, expected: str, desired: str) -> str:
+        """`desired` at `key` if what is there is `expected` ("": nothing); what is there now."""
+        there = self._call("compare_set", self.key(key), expected, desired)
+        return there.decode(errors="replace") if isinstance(there, bytes) else there
+
     def delete(self, key: str) -> None:
         self._call("delete_key", self.key(key))
 
@@ -144,10 +158,17 @@ class StoreLink:
 
     def publish(self, generation: int, outcome: NodeOutcome) -> bool:
         """A node's outcome, if none was published for it yet (its own, or its watcher's saying it is lost: the
-        first stands); a failed one raises the generation's alarm, which every node reads. False when one was."""
-        if self.add(gen_key(generation, "claim", outcome.node), 1) != 1:
+        first stands); a failed one raises the generation's alarm, which every node reads. False when one was; if
+        that one failed, the alarm is raised again, as its publisher may have died before it raised it.
+
+        The outcome is written in one request: a node that dies while it publishes (its pai-launch killed as its
+        workers end) leaves its outcome whole or absent. A claim written first would be left without an outcome,
+        and its watcher, finding the node claimed, would stop watching a node that nobody will ever hear from."""
+        if not self.put_first(result_key(generation, outcome.node), outcome):
+            there = self.outcome(generation, outcome.node)
+            if there is not None and peer_failed(there):
+                self.raise_alarm(generation)
             return False
-        self.put(result_key(generation, outcome.node), outcome)
         self.add(gen_key(generation, "published"), 1)
         if peer_failed(outcome):
             self.raise_alarm(generation)
