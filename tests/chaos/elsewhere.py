@@ -40,6 +40,10 @@ ELSEWHERE: tuple[Tested, ...] = (
     Tested("node 1 of two killed mid-generation", "node 0 stops its workers; node 1 restarted rejoins the job",
            "tests/proc/test_multinode_faults.py::"
            "test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_rejoins_the_job"),
+    Tested("a node killed at any point of publishing its generation's outcome",
+           "its watcher still stops every node and reads an outcome for it: its own, whole, or lost",
+           "tests/unit/test_ring_watch.py::"
+           "test_a_node_killed_at_any_point_of_publishing_its_failure_is_still_found_by_its_watcher"),
     Tested("ranks flood their output, warm and cold", "the agent's memory stays flat; every rank's last line relayed",
            "tests/proc/test_launch_flood.py::"
            "test_ranks_that_flood_their_output_end_with_0_their_last_lines_relayed_and_the_agent_bounded"),
