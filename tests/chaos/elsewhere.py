@@ -26,6 +26,11 @@ ELSEWHERE: tuple[Tested, ...] = (
            "each warm worker gets the time its own stop takes (its forkserver lives on), exit 143",
            "tests/proc/test_launch_signals.py::"
            "test_sigterm_to_every_process_of_the_run_at_once_leaves_each_warm_worker_the_time_it_takes_to_stop"),
+    Tested("a stop signal that reaches a warm worker between its fork and its script's start",
+           "held by the forkserver's signal mask, not lost: the worker dies of it before the script runs, as a fresh "
+           "interpreter would",
+           "tests/proc/test_warm_workers.py::"
+           "test_a_signal_that_reaches_a_warm_worker_as_it_starts_ends_it_before_the_script_runs"),
     Tested("a worker's grandchild in its own session", "swept when the run completes",
            "tests/proc/test_launch_orphans.py::test_grandchild_in_its_own_session_is_swept_when_the_run_completes"),
     Tested("a bug inside pai-launch mid-generation", "every worker stopped and swept, exit 70, the traceback logged",

@@ -35,7 +35,9 @@ save = "PAI"
 
 def _signals() -> dict:
     names = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGCHLD", "SIGALRM", "SIGXFSZ")
-    return {name: str(signal.getsignal(getattr(signal, name))) for name in names}
+    found = {name: str(signal.getsignal(getattr(signal, name))) for name in names}
+    found["blocked"] = sorted(signal.Signals(number).name for number in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    return found
 
 
 def report() -> dict:

@@ -8,9 +8,15 @@ session) and how it ended (exit codes, messages, tracebacks, atexit handlers, no
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -118,3 +124,46 @@ def test_per_rank_log_files_hold_each_warm_workers_output(scene, tmp_path):
     for rank in (0, 1):
         (stdout,) = logs.glob(f"*/*/generation-1/**/attempt_0/{rank}/stdout.log")
         assert f"probe rank {rank} generation 1 reporting" in stdout.read_text()
+
+
+FORKED_PARENT = '''
+import json, multiprocessing, os, signal, sys
+
+def signalled_then_run(signum, spec):
+    os.kill(os.getpid(), signum)  # reaches the fork before run_script has put its handlers back
+    from pai_launch.forkserver import worker_main
+    worker_main.run_script(spec)
+
+if __name__ == "__main__":
+    signum, folder = int(sys.argv[1]), sys.argv[2]
+    from multiprocessing import forkserver
+    context = multiprocessing.get_context("forkserver")
+    os.environ["PAI_LAUNCH_FORKSERVER_PARENT"] = str(os.getpid())  # as the agent arms its server
+    forkserver.set_forkserver_preload(["pai_launch.forkserver.server_hooks"])
+    forkserver.ensure_running()
+    script = os.path.join(folder, "script.py")
+    with open(script, "w") as handle:
+        handle.write("open(__file__ + '.ran', 'w').close()\\n")
+    spec = {"server_pid": forkserver._forkserver._forkserver_pid, "server_env": dict(os.environ),
+            "env": dict(os.environ), "cwd": folder, "argv": [script], "module": None, "sys_path": list(sys.path),
+            "unbuffered": False, "records": os.path.join(folder, "records")}
+    worker = context.Process(target=signalled_then_run, args=(signum, spec))
+    worker.start()
+    worker.join(30)
+    print(json.dumps({"exitcode": worker.exitcode, "ran": os.path.exists(script + ".ran")}))
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_that_reaches_a_warm_worker_as_it_starts_ends_it_before_the_script_runs(tmp_path, signum):
+    # The forkserver ignores the stop signals (they are meant for the workers), and a fork starts with its server's
+    # handlers: a worker told to stop between its fork and its own set-up used to lose the signal and run on until
+    # the SIGKILL at --grace. A fresh interpreter signalled that early dies of it; so must a warm worker.
+    parent = tmp_path / "parent.py"
+    parent.write_text(FORKED_PARENT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "supervisor"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(parent), str(int(signum)), str(tmp_path)], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found == {"exitcode": -signum, "ran": False}, done.stderr

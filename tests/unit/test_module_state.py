@@ -19,6 +19,7 @@ PROCESS_STATE = {
     ("agent/teardown.py", "_grace"): "the grace patched into torch's classes is process-wide",
     ("agent/teardown.py", "_patch_lock"): "guards that one process-wide patch",
     ("forkserver/server_hooks.py", "SERVER_THREADS"): "the forkserver's own thread count after its preload",
+    ("forkserver/server_hooks.py", "MASK_BEFORE"): "the forkserver's own signal mask before it held the stop signals",
     ("supervise/outputs/console.py", "_lock"): "the process's stdout and stderr are process-wide",
     ("supervise/outputs/console.py", "_lost"): "which of the process's own streams failed",
     ("supervise/outputs/console.py", "_listener"): "who hears of the process's own streams failing",

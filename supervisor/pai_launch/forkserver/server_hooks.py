@@ -1,7 +1,8 @@
 """Imported last by the agent's forkserver, after the preloaded modules; and the self-check's probe.
 
 On import, in the server: die with the agent (SIGKILL when the agent's main thread, which started the server, is
-gone; the workers die with the server in turn), ignore SIGUSR1/2 (meant for the workers), record each worker's exit
+gone; the workers die with the server in turn), ignore and hold the stop signals and SIGUSR1/2 (meant for the
+workers), record each worker's exit
 status as the server reaps it, then move
 everything preloaded into the garbage collector's permanent generation, so that forked workers do not touch (and
 copy) those pages when they collect.
@@ -27,6 +28,10 @@ REAL_WAITPID = os.waitpid
 #: Threads running in the server once the preload is done (a fork copies none of them: a module that needs its
 #: threads would be broken in every worker). Set on import in the server; inherited by each fork.
 SERVER_THREADS = 0
+#: Ignored and blocked in the server; each worker puts back MASK_BEFORE (worker_main), releasing what reached it.
+HELD_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+#: The server's blocked signals before it held HELD_SIGNALS: what a fresh interpreter started by the agent has.
+MASK_BEFORE: frozenset = frozenset()
 
 
 def _arm() -> None:
@@ -43,8 +48,13 @@ def _arm() -> None:
     # not die of them: its warm workers die with it (SIGKILL, their parent-death signal), cut off in the middle of
     # their own stop whatever the grace. The agent ends the server (its pipe closes, or SIGKILL). Each worker puts
     # the defaults back (worker_main).
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+    # They are also held (blocked), not only ignored: a fork inherits the block, so a signal that reaches a worker
+    # before it has put its handlers back stays pending, and is delivered as the worker lets it through, instead of
+    # being lost (a worker told to stop as it started would then run until its SIGKILL).
+    for signum in HELD_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+    global MASK_BEFORE
+    MASK_BEFORE = frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS))
     if os.environ.get(EXITS_ENV):
         record_exits(os.environ[EXITS_ENV])
     global SERVER_THREADS

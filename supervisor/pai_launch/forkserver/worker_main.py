@@ -3,7 +3,8 @@
 
 A fork starts where the server stood, so first everything a fresh interpreter would give the script is put back:
 its own session, death with the server, the environment (the run's, plus what torch set for this rank), the working
-directory, argv, sys.path, unbuffered stdio and default signal handlers. The script then runs as `__main__`, and its
+directory, argv, sys.path, unbuffered stdio, default signal handlers and the signal mask (a stop signal that
+arrived since the fork, held by the server's mask, is delivered then). The script then runs as `__main__`, and its
 end becomes the exit a fresh interpreter would make: non-daemon threads joined, atexit handlers run, `sys.exit` codes
 kept (a message means 1), an uncaught exception printed with exit 1, KeyboardInterrupt as death by SIGINT.
 
@@ -50,7 +51,9 @@ def run_script(spec: dict) -> None:
     record = Record(spec["records"])
     record.started()
     os._exit = record.exiting  # the script's os._exit still leaves at once, but says so first
-    code = _run_module(spec["module"]) if spec.get("module") else _run(os.path.abspath(spec["argv"][0]))
+    code = _release_held_signals(server)
+    if code is None:
+        code = _run_module(spec["module"]) if spec.get("module") else _run(os.path.abspath(spec["argv"][0]))
     _join_threads()
     _run_atexit_handlers()
     _flush()
@@ -61,6 +64,21 @@ def run_script(spec: dict) -> None:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     _REAL_EXIT(code)
+
+
+def _release_held_signals(server) -> int | None:
+    """Put back the blocked signals a fresh interpreter has (the server held the stop signals: server_hooks).
+
+    A signal sent to this worker since the fork was held, not lost, and is delivered now, with the defaults back:
+    SIGTERM and the like end the process here, as they would end a fresh interpreter that had not reached the script;
+    a SIGINT is a KeyboardInterrupt, returned as -SIGINT (the script is then not run). None: the script may run."""
+    if server is None:
+        return None
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, server.MASK_BEFORE)
+    except KeyboardInterrupt:
+        return -signal.SIGINT
+    return None
 
 
 def exit_code(value: object) -> int:
