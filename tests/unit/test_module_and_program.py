@@ -159,3 +159,19 @@ def test_a_module_runs_as_main_with_its_file_as_argv0_and_its_exit_code(tmp_path
     assert worker_main._module_file("probe_mod") == str(tmp_path / "probe_mod.py")
     assert worker_main._module_file("no_such_module_here") == ""
     assert os.path.basename(worker_main._module_file("json")) == "__main__.py" or worker_main._module_file("json") == ""
+
+
+def test_a_worker_of_a_server_that_held_no_signal_leaves_its_signal_mask_as_it_is():
+    # Only an armed forkserver holds the stop signals; a fork of any other leaves the mask it was given alone.
+    import signal
+    from types import SimpleNamespace
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    try:
+        assert worker_main._release_held_signals(SimpleNamespace(MASK_BEFORE=None)) is None
+        assert worker_main._release_held_signals(None) is None
+        assert signal.SIGUSR2 in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        assert worker_main._release_held_signals(SimpleNamespace(MASK_BEFORE=frozenset(blocked))) is None
+        assert signal.SIGUSR2 not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -2,10 +2,8 @@
 
 On import, in the server: die with the agent (SIGKILL when the agent's main thread, which started the server, is
 gone; the workers die with the server in turn), ignore and hold the stop signals and SIGUSR1/2 (meant for the
-workers), record each worker's exit
-status as the server reaps it, then move
-everything preloaded into the garbage collector's permanent generation, so that forked workers do not touch (and
-copy) those pages when they collect.
+workers), record each worker's exit status as the server reaps it, then move everything preloaded into the garbage
+collector's permanent generation, so that forked workers do not touch (and copy) those pages when they collect.
 
 `probe` runs in one forked child before any worker: it reports whether that fork is usable.
 """
@@ -31,7 +29,8 @@ SERVER_THREADS = 0
 #: Ignored and blocked in the server; each worker puts back MASK_BEFORE (worker_main), releasing what reached it.
 HELD_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
 #: The server's blocked signals before it held HELD_SIGNALS: what a fresh interpreter started by the agent has.
-MASK_BEFORE: frozenset = frozenset()
+#: None in a process that held nothing (not an armed server, or a fork of one).
+MASK_BEFORE: frozenset | None = None
 
 
 def _arm() -> None:

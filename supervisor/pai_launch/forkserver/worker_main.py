@@ -72,7 +72,7 @@ def _release_held_signals(server) -> int | None:
     A signal sent to this worker since the fork was held, not lost, and is delivered now, with the defaults back:
     SIGTERM and the like end the process here, as they would end a fresh interpreter that had not reached the script;
     a SIGINT is a KeyboardInterrupt, returned as -SIGINT (the script is then not run). None: the script may run."""
-    if server is None:
+    if server is None or server.MASK_BEFORE is None:
         return None
     try:
         signal.pthread_sigmask(signal.SIG_SETMASK, server.MASK_BEFORE)
