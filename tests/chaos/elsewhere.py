@@ -42,6 +42,10 @@ ELSEWHERE: tuple[Tested, ...] = (
            "alone",
            "tests/proc/test_private_folders.py::"
            "test_a_warm_runs_folders_survive_pai_launch_starts_in_other_pid_namespaces"),
+    Tested("a killed node's agent lingers while it kills its workers on the way out",
+           "its workers' SIGKILLs are not published as the generation's failure: every node names the node as lost",
+           "tests/proc/test_multinode_faults.py::"
+           "test_the_workers_a_killed_nodes_agent_ends_on_its_way_out_are_not_taken_for_the_generations_failure"),
     Tested("node 1 of two killed mid-generation", "node 0 stops its workers; node 1 restarted rejoins the job",
            "tests/proc/test_multinode_faults.py::"
            "test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_rejoins_the_job"),

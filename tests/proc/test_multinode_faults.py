@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from pai_launch.agent.generation import BLIND_WATCH_TEST_ENV, LAUNCHER_LATE_TEST_ENV
+from pai_launch.agent.main import DIES_SLOWLY_TEST_ENV
 from pai_launch.agent.multinode import REPORT_LATE_TEST_ENV
 from tests.helpers import assert_all_gone, wait_until
 from tests.proc.job import free_port, start_job, start_node, summaries, wait_all
@@ -62,6 +63,29 @@ def test_a_node_killed_mid_generation_stops_the_others_workers_and_its_restart_r
     assert [e["generation"] for e in again.events("generation_ended")] == [2, 3]
     assert [e["generation"] for e in survivor.events("generation_ended")] == [2, 3]
     assert read_state(scene.work / "PAI")["failures"] == 0
+
+
+def test_the_workers_a_killed_nodes_agent_ends_on_its_way_out_are_not_taken_for_the_generations_failure(scene):
+    """Node 1's pai-launch is killed; its agent kills its workers as it leaves, and lingers (a fault hook: its other
+    threads get time to run, as on a loaded machine). Those SIGKILLs are the agent's own doing: node 0 must name node
+    1 as lost, never one of its ranks as killed by SIGKILL, which the agent's watch of its workers would publish."""
+    hold = ["--hold-until", str(scene.hold_file), "--generations", "3"]
+    port = free_port()
+    nodes = [start_node(scene, 0, port, "--nproc", "1", "--backoff", "0.2", script_args=hold),
+             start_node(scene, 1, port, "--nproc", "1", "--backoff", "0.2", script_args=hold,
+                        env={DIES_SLOWLY_TEST_ENV: "3"})]
+    scene.wait_ready(1, 2)
+    doomed = _node_processes(nodes[1])
+    nodes[1].popen.kill()
+    nodes[1].wait(10)
+
+    failed = wait_event(nodes[0], "generation_failed", LOSS_NOTICED_WITHIN)
+    assert failed["generation"] == 1, summaries(nodes)
+    assert "node 1" in failed.get("error", "") and "stopped responding" in failed["error"], summaries(nodes)
+    assert "SIGKILL" not in str(failed), summaries(nodes)
+    assert_all_gone(doomed, within=15)  # its agent too, once it has lingered
+    nodes[0].send(signal.SIGTERM)
+    assert nodes[0].wait(30) == 143, nodes[0].log_summary()
 
 
 def test_node_0_killed_mid_generation_ends_node_1_within_seconds_with_exit_1_naming_the_lost_store(scene):

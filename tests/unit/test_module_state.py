@@ -15,7 +15,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "supervisor" / "pai_launch"
 
 #: (module, name) -> why that state is the process's own, not a run's.
 PROCESS_STATE = {
-    ("agent/main.py", "_dying"): "the parent-death signal's handler runs once per thread: a guard for the process",
     ("agent/teardown.py", "_grace"): "the grace patched into torch's classes is process-wide",
     ("agent/teardown.py", "_patch_lock"): "guards that one process-wide patch",
     ("forkserver/server_hooks.py", "SERVER_THREADS"): "the forkserver's own thread count after its preload",

@@ -1,9 +1,10 @@
 """What the agent's request reader tells the generation running meanwhile, as one object per agent process.
 
 The reader hears the supervisor mid-generation (agent.main): a generation cancelled before its workers start, and
-the job's stop that this node's pai-launch is raising. The generation reads both (agent.generation, agent.multinode),
-and the abandon signal's handler may interrupt the main thread only while it is inside torch's launcher. Kept in one
-object that agent.main makes and hands down, so no module holds state and each test makes its own.
+the job's stop that this node's pai-launch is raising; the parent-death handler says when that pai-launch is gone.
+The generation reads them (agent.generation, agent.multinode), and the abandon signal's handler may interrupt the
+main thread only while it is inside torch's launcher. Kept in one object that agent.main makes and hands down, so
+no module holds state and each test makes its own.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class AgentControl:
         self._stop: tuple[int, str] | None = None
         #: Set while the main thread runs torch's launcher: only then may the abandon signal interrupt it.
         self.in_torch = threading.Event()
+        #: This agent's pai-launch is gone (the parent-death signal): the agent is killing its workers on its way
+        #: out, so their deaths are not the generation's outcome. Set once, by the main thread's signal handler.
+        self.parent_gone = False
 
     def cancel(self, generation: int) -> None:
         """Generation `generation` must start no worker if it has not started them yet (the run is stopping)."""

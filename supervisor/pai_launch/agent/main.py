@@ -55,16 +55,17 @@ from pai_launch.wire.protocol import (
 #: Delivered by the kernel when pai-launch dies (even by SIGKILL): take every worker down with us.
 PARENT_DIED_SIGNAL = signal.SIGRTMIN + 3
 
-_dying = False
+#: Seconds, in pai-launch's own tests: the agent, its parent gone, waits this long between killing its workers and
+#: exiting (as a loaded machine leaves its other threads time to run meanwhile), a fault hook rather than a slow one.
+DIES_SLOWLY_TEST_ENV = "PAI_LAUNCH_TEST_AGENT_DIES_SLOWLY"
 
 
-def _on_parent_death(signum, frame) -> None:  # pragma: no cover - exercised by the kill -9 tests
+def _on_parent_death(control: AgentControl, linger: float) -> None:  # pragma: no cover - the kill -9 tests run it
     # Every thread inherits the parent-death setting, so the kernel sends this signal once per thread: a nested
     # call would interrupt the sweep below after the workers died and before their orphans were killed.
-    global _dying
-    if _dying:
+    if control.parent_gone:
         return
-    _dying = True
+    control.parent_gone = True  # before the kill: the workers' deaths by our hand are no outcome to publish
     for proc in psutil.Process().children(recursive=True):
         try:
             if os.getpgid(proc.pid) == proc.pid:
@@ -72,6 +73,8 @@ def _on_parent_death(signum, frame) -> None:  # pragma: no cover - exercised by 
             proc.kill()
         except (psutil.Error, OSError):
             pass
+    if linger > 0:
+        time.sleep(linger)
     os._exit(128 + signal.SIGKILL)
 
 
@@ -79,11 +82,12 @@ def _ignore(signum, frame) -> None:
     """SIGUSR1/2 are meant for the workers; a handler (not SIG_IGN, which exec would pass on) keeps us alive."""
 
 
-def _arm_parent_watch(parent_pid: int) -> None:
-    signal.signal(PARENT_DIED_SIGNAL, _on_parent_death)
+def _arm_parent_watch(parent_pid: int, control: AgentControl) -> None:
+    linger = float(os.environ.get(DIES_SLOWLY_TEST_ENV) or 0)
+    signal.signal(PARENT_DIED_SIGNAL, lambda signum, frame: _on_parent_death(control, linger))
     procs.set_parent_death_signal(PARENT_DIED_SIGNAL)
     if os.getppid() != parent_pid:
-        _on_parent_death(PARENT_DIED_SIGNAL, None)
+        _on_parent_death(control, linger)
 
 
 class Output:
@@ -247,12 +251,12 @@ def main(argv: list[str] | None = None, cold_path: list[str] | None = None) -> N
         os.makedirs(options.temp_dir, exist_ok=True)
         tempfile.tempdir = options.temp_dir  # this process only: neither the forkserver nor a worker sees it
     options.cold_path = cold_path if cold_path is not None else [p for p in sys.path if p]
-    _arm_parent_watch(options.parent_pid)
+    control = AgentControl()
+    _arm_parent_watch(options.parent_pid, control)
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         os.environ.pop(name, None)  # torch gives each worker its own; a worker is a child that has RANK
     for signum in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(signum, _ignore)
-    control = AgentControl()
     signal.signal(agent_generation.ABANDON_SIGNAL, control.on_abandon)
     # torch's C++ warnings (a peer's store connection closing, with a stack trace) are noise in the agent; the
     # workers, which inherit our environment, keep whatever level the user set.

@@ -168,10 +168,20 @@ class NodeGeneration:
         """Publish this node's outcome, read every member's, and return the combined result. `ran`: torch's launcher
         returned normally, so this node's workers ran (and exited 0) even if the watch never saw one; the others
         wait for its outcome like any member's."""
+        if self.control.parent_gone:
+            return self._gone()
         local = noderesult.local_failures(failures, self.nodes.node_rank, self.host, self.stopped_at)
         own = NodeOutcome(self.nodes.node_rank, self.host, local, error, stopping=self.control.stopping)
         started = ran or self.watch is None or bool(self.watch.ranks) or bool(failures)
         return noderesult.decide(self._settle(own) if started else self._leave(error))
+
+    def _gone(self) -> GenerationResult:
+        """This node's pai-launch is gone and the agent killed the workers on its way out: their SIGKILLs are not
+        what happened to the generation, so nothing is published. The node's watcher finds it lost, in the same
+        words on every node; the result goes nowhere (nobody reads the pipe now)."""
+        self._done.set()
+        return GenerationResult(self.generation, error="this node's pai-launch is gone",
+                                log_dir=self.request.log_dir)
 
     def _leave(self, error: str | None) -> NodeFacts:
         """No worker ever ran here (the rendezvous failed, or the job ended before it did): nobody waits for this
