@@ -31,6 +31,10 @@ ELSEWHERE: tuple[Tested, ...] = (
            "interpreter would",
            "tests/proc/test_warm_workers.py::"
            "test_a_signal_that_reaches_a_warm_worker_as_it_starts_ends_it_before_the_script_runs"),
+    Tested("one rank fails; the agent stops another, whose end is seen first (a late watch and torch, a fault hook)",
+           "the failed rank is named, its own exit code; the stopped one comes after it",
+           "tests/proc/test_launch_blame.py::"
+           "test_the_rank_that_failed_is_blamed_not_the_one_torch_stopped_whose_end_was_seen_first"),
     Tested("a worker's grandchild in its own session", "swept when the run completes",
            "tests/proc/test_launch_orphans.py::test_grandchild_in_its_own_session_is_swept_when_the_run_completes"),
     Tested("a bug inside pai-launch mid-generation", "every worker stopped and swept, exit 70, the traceback logged",

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pai_launch.agent import teardown
 from pai_launch.agent.generation import _log_tail, failures_from_exits, failures_from_torch
 from pai_launch.agent.workers import WorkerExit
 
@@ -81,6 +82,38 @@ def test_failures_at_the_same_moment_of_the_same_kind_go_by_rank(tmp_path):
              exit_(0, -signal.SIGKILL, at=4.0)]
 
     assert ranks_and_codes(failures_from_exits(exits, str(tmp_path))) == [(1, 9), (3, 2), (0, -9), (2, -15)]
+
+
+@pytest.mark.parametrize("stop", [-signal.SIGTERM, -signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_rank_torch_stopped_comes_after_the_real_failure_even_when_its_exit_was_seen_first(tmp_path, monkeypatch,
+                                                                                             stop):
+    # Rank 0 exited 1; torch found rank 1 running and stopped it; under load the watch saw rank 1's end first.
+    monkeypatch.setattr(teardown, "_stopping", {1001})
+
+    failures = failures_from_exits([exit_(0, 1, at=2.4), exit_(1, stop, at=2.1)], str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(0, 1), (1, stop)]
+    assert [f.collateral for f in failures] == [False, True]
+
+
+def test_a_rank_torch_found_running_that_ended_with_its_own_code_is_no_collateral(tmp_path, monkeypatch):
+    # Both raised; rank 1 ended on its own just as torch began its stop: its exit code is its own failure.
+    monkeypatch.setattr(teardown, "_stopping", {1001})
+
+    failures = failures_from_exits([exit_(0, 1, at=2.4), exit_(1, 1, at=2.1)], str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, 1), (0, 1)] and not any(f.collateral for f in failures)
+
+
+def test_a_stop_signal_torch_did_not_send_keeps_its_place_by_time(tmp_path, monkeypatch):
+    # The OOM killer's SIGKILL ended rank 1 before torch stopped anything: it is the root cause.
+    monkeypatch.setattr(teardown, "_stopping", {1000})
+
+    failures = failures_from_exits([exit_(0, -signal.SIGTERM, at=2.4), exit_(1, -signal.SIGKILL, at=2.1)],
+                                   str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(1, -signal.SIGKILL), (0, -signal.SIGTERM)]
+    assert [f.collateral for f in failures] == [False, True]
 
 
 GLOO_PEER_CLOSED = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
@@ -210,3 +243,14 @@ def test_a_failure_the_watch_did_not_see_keeps_torchs_time(tmp_path):
     failures = failures_from_torch({2: _torch_failure(1002, 3, stamp)}, SimpleNamespace(exit_time=lambda pid: None),
                                    str(tmp_path))
     assert ranks_and_codes(failures) == [(2, 3)] and failures[0].at == float(stamp)
+
+
+def test_torchs_failures_put_the_ranks_torch_stopped_after_the_one_that_failed(tmp_path, monkeypatch):
+    # The watch saw rank 1's SIGTERM first and never saw rank 0's exit; torch had found rank 1 running.
+    monkeypatch.setattr(teardown, "_stopping", {1001})
+    now = time.monotonic()
+    failed = {0: _torch_failure(1000, 3, timestamp=int(time.time())),
+              1: _torch_failure(1001, -signal.SIGTERM, int(time.time()) - 1)}
+    failures = failures_from_torch(failed, SimpleNamespace(exit_time={1001: now - 3}.get), str(tmp_path))
+
+    assert ranks_and_codes(failures) == [(0, 3), (1, -signal.SIGTERM)] and failures[1].collateral

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -82,7 +83,7 @@ class Process:
     """A stand-in for a multiprocessing.Process: exits at SIGTERM unless `stubborn`, always at SIGKILL."""
 
     def __init__(self, index: int, exitcode: int | None = None, stubborn: bool = False) -> None:
-        self.sentinel, self.exitcode, self.stubborn = 100 + index, exitcode, stubborn
+        self.sentinel, self.exitcode, self.stubborn, self.pid = 100 + index, exitcode, stubborn, 1000 + index
         self.calls: list[tuple] = []
 
     def is_alive(self) -> bool:
@@ -123,6 +124,41 @@ def test_a_failure_stops_the_survivors_with_the_grace_and_leaves_torch_the_faile
     assert all(0 <= c[1] <= 45 for p in (survivor, stubborn) for c in p.calls if c[0] == "join")
     assert failed.calls == []  # already gone
     assert context.sentinels == {failed.sentinel: 2}  # not rank 0's SIGTERM exit: it is not the cause
+
+
+def test_the_survivors_stop_survivors_stops_are_noted_as_torchs_and_the_failed_rank_is_not(monkeypatch):
+    monkeypatch.setattr(teardown, "_stopping", set())
+    context = ProcessContext(Process(0), Process(1, exitcode=0), Process(2, exitcode=1))
+    teardown.stop_survivors(context, 45)
+    assert [teardown.stopped_by_torch(pid) for pid in (1000, 1001, 1002)] == [True, False, False]
+
+
+def _popen(pid: int, returncode: int | None) -> SimpleNamespace:
+    return SimpleNamespace(proc=SimpleNamespace(pid=pid, returncode=returncode))
+
+
+def test_the_workers_torch_is_about_to_stop_are_those_it_has_not_seen_end():
+    cold = SimpleNamespace(subprocess_handlers={0: _popen(10, None), 1: _popen(11, 1), 2: _popen(12, None)})
+    warm = SimpleNamespace(_pc=ProcessContext(Process(0), Process(1, exitcode=-signal.SIGSEGV), Process(2)))
+    assert teardown.running_workers(cold) == {10, 12}
+    assert teardown.running_workers(warm) == {1000, 1002}
+    assert teardown.running_workers(SimpleNamespace()) == set()  # a context of neither kind: nothing noted
+
+
+def test_a_close_notes_the_running_workers_before_it_stops_any(monkeypatch):
+    monkeypatch.setattr(teardown, "_stopping", set())
+    noted_when_closing: list[bool] = []
+
+    class Fresh:
+        def __init__(self) -> None:
+            self.subprocess_handlers = {0: _popen(20, None), 1: _popen(21, 3)}
+
+        def close(self, death_sig=None, timeout: int = 30):
+            noted_when_closing.append(teardown.stopped_by_torch(20))
+
+    teardown.default_timeout(Fresh, "close", before=teardown._note_stopping)
+    Fresh().close()
+    assert noted_when_closing == [True] and not teardown.stopped_by_torch(21)
 
 
 @pytest.mark.proc  # starts processes

@@ -43,6 +43,9 @@ BLIND_WATCH_TEST_ENV = "PAI_LAUNCH_TEST_BLIND_WATCH"
 #: Seconds, in pai-launch's own tests: torch's launcher returns this much later than its workers ended (as when it
 #: waits on a barrier or a store of the ended round), a fault hook rather than a slow machine.
 LAUNCHER_LATE_TEST_ENV = "PAI_LAUNCH_TEST_LAUNCHER_LATE"
+#: "RANK:SECONDS", in pai-launch's own tests: the worker watch sees that global rank's exit this much later than it
+#: happened (as when its thread waits for a busy CPU), a fault hook rather than a slow machine.
+WATCH_LATE_TEST_ENV = "PAI_LAUNCH_TEST_WATCH_LATE"
 #: Sent by the agent to its own main thread to interrupt a torch launcher that will not return.
 ABANDON_SIGNAL = signal.SIGRTMIN + 4
 
@@ -74,19 +77,26 @@ def _log_tail(log_dir: str, local_rank: int) -> str:
     return "\n".join(told + failure_causes.compact(stderr)[-_LOG_TAIL_LINES:])
 
 
+def collateral(pid: int, returncode: int) -> bool:
+    """The worker died of the stop torch's launcher sent it because another rank had failed: the evidence is that the
+    launcher found it running when it began to stop the workers, not the order in which the exits were seen."""
+    return stopped_by_launcher(returncode) and teardown.stopped_by_torch(pid)
+
+
 def failures_from_exits(exits: list[WorkerExit], log_dir: str) -> tuple[WorkerFailure, ...]:
     """Non-zero exits, root cause first: the earliest exit, a real code before torch's collateral stops."""
     offset = time.time() - time.monotonic()  # seen-at as wall-clock time, comparable across nodes
     failures = [WorkerFailure(e.rank, e.returncode, e.pid, _log_tail(log_dir, e.rank if e.local_rank is None
                                                                      else e.local_rank),
-                              at=e.at + offset) for e in exits if e.returncode != 0]
+                              at=e.at + offset, collateral=collateral(e.pid, e.returncode))
+                for e in exits if e.returncode != 0]
     return root_cause_first(failures)
 
 
 def root_cause_first(failures: list[WorkerFailure]) -> tuple[WorkerFailure, ...]:
-    """A rank whose log says a peer went away comes after those whose logs do not; then the earliest exit, a real code
-    before a launcher's stop, the lower rank."""
-    return tuple(sorted(failures, key=lambda f: (failure_causes.lost_a_peer(f.log_tail), f.at,
+    """A rank the launcher stopped, then a rank whose log says a peer went away, come after the others; then the
+    earliest exit, a real code before a launcher's stop, the lower rank."""
+    return tuple(sorted(failures, key=lambda f: (f.collateral, failure_causes.lost_a_peer(f.log_tail), f.at,
                                                  stopped_by_launcher(f.returncode), f.rank)))
 
 
@@ -100,7 +110,7 @@ def failures_from_torch(failed: dict, watch: WorkerWatch, log_dir: str) -> tuple
         return float(failure.timestamp) if at is None else at + offset
 
     return root_cause_first([WorkerFailure(int(rank), int(f.exitcode), int(f.pid), _log_tail(log_dir, f.local_rank),
-                                           at=seen_at(f))
+                                           at=seen_at(f), collateral=collateral(int(f.pid), int(f.exitcode)))
                              for rank, f in failed.items()])
 
 
@@ -203,12 +213,18 @@ def _start_watch(request: GenerationRequest, launch: _Launch, conclude, heads: R
     """The watch that concludes once every worker has exited; in a multi-node job, the peers' monitor beside it."""
     sources = {} if pool is None else {"parent": pool.server_pid, "records": _records(request), "exits": pool.exits}
     watch = WorkerWatch(request.nproc, lambda exits: conclude(failures_from_exits(exits, request.log_dir)),
-                        blind=bool(os.environ.get(BLIND_WATCH_TEST_ENV)), **sources)
+                        blind=bool(os.environ.get(BLIND_WATCH_TEST_ENV)), late=_watch_late(), **sources)
     heads.watch = watch
     if launch.node is not None:
         launch.node.abort = lambda: conclude((), None)
         launch.node.start_monitor(watch)
     return watch
+
+
+def _watch_late() -> tuple[int, float] | None:
+    """The WATCH_LATE_TEST_ENV fault hook's (rank, seconds); None where it is unset."""
+    rank, _, seconds = os.environ.get(WATCH_LATE_TEST_ENV, "").partition(":")
+    return (int(rank), float(seconds)) if rank.isdigit() and seconds else None
 
 
 def _entrypoint(request: GenerationRequest, pool) -> tuple[Any, tuple]:
@@ -231,13 +247,15 @@ def _run_torch(config, entrypoint, args: tuple, watch: WorkerWatch, control: Age
 
     control.in_torch.set()
     try:
-        elastic_launch(config, entrypoint)(*args)
+        try:
+            elastic_launch(config, entrypoint)(*args)
+            failed = None
+        except ChildFailedError as exc:
+            failed = exc.failures
         _late(LAUNCHER_LATE_TEST_ENV)
-        return (), None
+        return ((), None) if failed is None else (failures_from_torch(failed, watch, log_dir), None)
     except Abandoned:
         return (), "torch's launcher did not return after the generation ended"
-    except ChildFailedError as exc:
-        return failures_from_torch(exc.failures, watch, log_dir), None
     except Exception as exc:  # rendezvous errors and the like: report them, the supervisor decides
         return (), traceback.format_exception_only(exc)[-1].strip()
     finally:

@@ -47,12 +47,14 @@ class NodeFacts:
 
 def local_failures(failures: tuple[WorkerFailure, ...], node: int, host: str,
                    stopped_at: float | None) -> tuple[WorkerFailure, ...]:
-    """This node's failures as published: named with the node, and collateral when they came once this node had
-    stopped its workers (`stopped_at`, time.time()), or are a launcher's stop after the first failure."""
+    """This node's failures as published: named with the node, and collateral when torch's launcher stopped them,
+    when they came once this node had stopped its workers (`stopped_at`, time.time()), or are a launcher's stop after
+    the first failure."""
     after = float("inf") if stopped_at is None else stopped_at - STOP_MARGIN
     return tuple(
         WorkerFailure(f.rank, f.returncode, f.pid, f.log_tail, node=node, host=host, at=f.at,
-                      collateral=f.at >= after or (index > 0 and crossnode.stopped_by_launcher(f.returncode)))
+                      collateral=f.collateral or f.at >= after or (index > 0 and
+                                                                   crossnode.stopped_by_launcher(f.returncode)))
         for index, f in enumerate(failures)
     )
 

@@ -13,6 +13,9 @@ end of `run()`). Wherever a call gives no timeout, torch stops a failed generati
 `apply(grace)` makes the grace the default timeout of the first two and stops a failed warm rank's survivors itself,
 SIGTERM then SIGKILL after the grace, before torch's join gets to them; a timeout torch passes explicitly is kept.
 It patches the classes, so it runs in the agent process only (agent.generation, before torch starts the workers).
+
+The same patches note which workers torch began stopping (`stopped_by_torch`): a SIGTERM that ended one of them is
+torch's doing, whenever its exit happened to be seen (under load a collateral exit can be seen before the real one).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import time
 
 _grace = [30.0]
 _patch_lock = threading.Lock()
+#: pids of this generation's workers that were still running when torch (or stop_survivors) began to stop them.
+_stopping: set[int] = set()
 
 
 def grace_targets(pcontext: type, agent: type) -> tuple[tuple[type, str], ...]:
@@ -57,8 +62,24 @@ def _marked(function) -> bool:
     return getattr(function, "_pai_launch_grace", False)
 
 
-def default_timeout(cls: type, name: str) -> None:
-    """Wrap `cls.name` so that a call without a timeout gets the grace (read at each call); once per method."""
+def running_workers(context) -> set[int]:
+    """pids of the workers of torch's PContext `context` that had not ended by torch's last look (cold workers'
+    Popen return code, warm workers' multiprocessing exit code): those its close is about to stop."""
+    handlers = getattr(context, "subprocess_handlers", None) or {}
+    pids = {handler.proc.pid for handler in handlers.values() if handler.proc.returncode is None}
+    processes = getattr(getattr(context, "_pc", None), "processes", None) or ()
+    pids.update(process.pid for process in processes if process.pid is not None and process.exitcode is None)
+    return pids
+
+
+def stopped_by_torch(pid: int) -> bool:
+    """Whether torch's stop of this generation's workers found worker `pid` still running."""
+    return pid in _stopping
+
+
+def default_timeout(cls: type, name: str, before=None) -> None:
+    """Wrap `cls.name` so that a call without a timeout gets the grace (read at each call), after `before(self)`
+    where given; once per method."""
     original = getattr(cls, name)
     if _marked(original):
         return
@@ -66,6 +87,8 @@ def default_timeout(cls: type, name: str) -> None:
 
     @functools.wraps(original)
     def wrapped(*args, **kwargs):
+        if before is not None and args:
+            before(args[0])
         return original(*args, **with_timeout(signature, args, kwargs, _grace[0]))
 
     wrapped._pai_launch_grace = True  # type: ignore[attr-defined]
@@ -81,6 +104,7 @@ def stop_survivors(context, grace: float) -> None:
     if failed is None:
         return
     alive = [process for process in context.processes if process.is_alive()]
+    _stopping.update(process.pid for process in alive)
     for process in alive:
         process.terminate()
     deadline = time.monotonic() + grace
@@ -110,14 +134,19 @@ def _survivors_first(cls: type) -> None:
     cls._poll = _poll
 
 
+def _note_stopping(context) -> None:
+    _stopping.update(running_workers(context))
+
+
 def apply(grace: float) -> None:
     """Make `grace` what torch gives a stopping worker wherever it passes no timeout, in this process; later calls
-    only change the value."""
+    only change the value. Called as each generation starts: the workers noted as stopped are the last one's."""
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing import api
 
     _grace[0] = grace
+    _stopping.clear()
     with _patch_lock:
         for cls, name in grace_targets(api.PContext, LocalElasticAgent):
-            default_timeout(cls, name)
+            default_timeout(cls, name, before=_note_stopping if cls is api.PContext else None)
         _survivors_first(api.MultiprocessContext)

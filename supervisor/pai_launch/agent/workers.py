@@ -81,15 +81,18 @@ class WorkerWatch:
     """
 
     def __init__(self, nproc: int, on_all_exited: Callable[[list[WorkerExit]], None], *, parent: int | None = None,
-                 records: str | None = None, exits: str | None = None, blind: bool = False) -> None:
+                 records: str | None = None, exits: str | None = None, blind: bool = False,
+                 late: tuple[int, float] | None = None) -> None:
         """Cold: the workers are this process's children. Warm: `parent` (the forkserver) forks them and each writes
-        RECORDS/<pid>.json; the server writes EXITS/<pid> with the status of each one it reaped. `blind` (tests
-        only): it sees no worker, as when each is reaped before it looks."""
+        RECORDS/<pid>.json; the server writes EXITS/<pid> with the status of each one it reaped. Tests only: `blind`,
+        it sees no worker, as when each is reaped before it looks; `late` (rank, seconds), it sees that rank's exit
+        late, as when its thread waits for a busy CPU."""
         self._nproc = nproc
         self._parent = parent
         self._records = records
         self._exits = exits
         self._on_all_exited = on_all_exited
+        self._late = late
         self._lock = threading.Lock()
         self._watched: set[int] = set()
         self.exits: dict[int, WorkerExit] = {}
@@ -145,6 +148,7 @@ class WorkerWatch:
         finally:
             if fd is not None:
                 os.close(fd)
+        self._lag(None if record is None else record.get("rank"))
         at = time.monotonic()
         if fd is not None:
             self._seen_at.setdefault(pid, at)
@@ -223,7 +227,12 @@ class WorkerWatch:
             return
         if result is None:
             return
+        self._lag(rank)
         self._exited(WorkerExit(pid, rank, returncode_of(result), time.monotonic(), local_rank))
+
+    def _lag(self, rank) -> None:
+        if self._late is not None and str(rank) == str(self._late[0]):
+            time.sleep(self._late[1])
 
     def _exited(self, exit_: WorkerExit) -> None:
         pid = exit_.pid
