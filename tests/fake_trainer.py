@@ -56,6 +56,8 @@ parser.add_argument("--torn-latest-generation", type=int, default=None,
                     help="in this generation rank 0 leaves a torn latest.pt behind before it fails or finishes")
 parser.add_argument("--exit-delay", type=float, default=0.0,
                     help="take this long to exit after a stop signal (signals meanwhile are logged too)")
+parser.add_argument("--exit-delay-rank", type=int, default=None,
+                    help="only this rank takes --exit-delay to exit (the others exit at once)")
 parser.add_argument("--hang-rank", type=int, default=None,
                     help="only this rank runs until signalled (with --hang-generation: only in that generation)")
 parser.add_argument("--hang-generation", type=int, default=None,
@@ -165,7 +167,8 @@ def log_signal(signum, frame):
         return
     if signum in (signal.SIGUSR1, signal.SIGUSR2):
         return
-    deadline = time.monotonic() + args.exit_delay
+    delay = args.exit_delay if args.exit_delay_rank in (None, rank) else 0.0
+    deadline = time.monotonic() + delay
     while time.monotonic() < deadline:
         time.sleep(0.02)
     if args.stop_log:

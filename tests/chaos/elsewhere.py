@@ -35,6 +35,10 @@ ELSEWHERE: tuple[Tested, ...] = (
            "the failed rank is named, its own exit code; the stopped one comes after it",
            "tests/proc/test_launch_blame.py::"
            "test_the_rank_that_failed_is_blamed_not_the_one_torch_stopped_whose_end_was_seen_first"),
+    Tested("a stop signal; one rank exits at once, another takes 2 s to stop (torch sees a failure)",
+           "each worker gets the signal once, none a second from torch's launcher; 128+N",
+           "tests/proc/test_launch_signals.py::"
+           "test_a_worker_still_stopping_after_its_peer_has_exited_gets_no_second_signal"),
     Tested("a worker's grandchild in its own session", "swept when the run completes",
            "tests/proc/test_launch_orphans.py::test_grandchild_in_its_own_session_is_swept_when_the_run_completes"),
     Tested("a bug inside pai-launch mid-generation", "every worker stopped and swept, exit 70, the traceback logged",

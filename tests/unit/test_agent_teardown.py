@@ -133,6 +133,61 @@ def test_the_survivors_stop_survivors_stops_are_noted_as_torchs_and_the_failed_r
     assert [teardown.stopped_by_torch(pid) for pid in (1000, 1001, 1002)] == [True, False, False]
 
 
+def test_survivors_pai_launch_has_signalled_are_waited_for_and_killed_after_the_grace_never_signalled_again(
+        monkeypatch):
+    monkeypatch.setattr(teardown, "_signalled", [lambda: True])
+    quick, stubborn, failed = Process(0), Process(1, stubborn=True), Process(2, exitcode=-signal.SIGTERM)
+    quick.join = lambda timeout=None: setattr(quick, "exitcode", -signal.SIGTERM)  # exits of its own stop signal
+    context = ProcessContext(quick, stubborn, failed)
+    teardown.stop_survivors(context, 45)
+    assert ("terminate",) not in quick.calls + stubborn.calls
+    assert [c[0] for c in stubborn.calls] == ["join", "kill", "join"]
+    assert context.sentinels == {failed.sentinel: 2}
+
+
+class _Waited:
+    """A cold worker's Popen: ends when waited on (quick) or never (stubborn)."""
+
+    def __init__(self, pid: int, stubborn: bool = False) -> None:
+        self.pid, self.stubborn, self.returncode, self.waits = pid, stubborn, None, []
+
+    def wait(self, timeout=None):
+        self.waits.append(timeout)
+        if self.stubborn:
+            raise subprocess.TimeoutExpired("worker", timeout)
+        self.returncode = -signal.SIGTERM
+        return self.returncode
+
+
+@pytest.mark.parametrize("signalled", [False, True])
+def test_a_close_once_pai_launch_has_signalled_the_workers_waits_for_them_then_sends_only_sigkill(monkeypatch,
+                                                                                                 signalled):
+    monkeypatch.setattr(teardown, "_signalled", [lambda: signalled])
+    monkeypatch.setattr(teardown, "_grace", [9.0])
+    closed: list[tuple] = []
+
+    class Fresh:
+        def __init__(self) -> None:
+            self.subprocess_handlers = {0: SimpleNamespace(proc=_Waited(30)),
+                                        1: SimpleNamespace(proc=_Waited(31, stubborn=True))}
+
+        def close(self, death_sig=None, timeout: int = 30):
+            closed.append((death_sig, timeout))
+
+    teardown.default_timeout(Fresh, "close")
+    teardown._once_signalled(Fresh)
+    teardown._once_signalled(Fresh)  # wrapped once
+    fresh = Fresh()
+    fresh.close()
+    fresh.close(signal.SIGTERM, 5)
+    waits = [handler.proc.waits for handler in fresh.subprocess_handlers.values()]
+    if signalled:
+        assert closed == [(signal.SIGKILL, 9.0), (signal.SIGKILL, 5)]
+        assert all(0 <= waited <= 9.0 for ranks in waits for waited in ranks) and waits[1]
+    else:
+        assert closed == [(None, 9.0), (signal.SIGTERM, 5)] and waits == [[], []]
+
+
 def _popen(pid: int, returncode: int | None) -> SimpleNamespace:
     return SimpleNamespace(proc=SimpleNamespace(pid=pid, returncode=returncode))
 

@@ -18,6 +18,8 @@ PROCESS_STATE = {
     ("agent/teardown.py", "_grace"): "the grace patched into torch's classes is process-wide",
     ("agent/teardown.py", "_patch_lock"): "guards that one process-wide patch",
     ("agent/teardown.py", "_stopping"): "torch's classes, patched process-wide, note the workers they stop",
+    ("agent/teardown.py", "_signalled"): "torch's classes, patched process-wide, ask whether pai-launch signalled the "
+                                         "generation's workers",
     ("forkserver/server_hooks.py", "SERVER_THREADS"): "the forkserver's own thread count after its preload",
     ("forkserver/server_hooks.py", "MASK_BEFORE"): "the forkserver's own signal mask before it held the stop signals",
     ("supervise/outputs/console.py", "_lock"): "the process's stdout and stderr are process-wide",

@@ -166,13 +166,25 @@ def run_generation(request: GenerationRequest, out, control: AgentControl, pool=
     threading.Thread(target=_bound_torch, args=(conclusion, returned, out), name="torch-bound", daemon=True).start()
     env = workerenv.changes(request, launch.generation, warm=pool is not None,
                             signals=torchcompat.signals_to_handle(launch.config))
-    teardown.apply(launchconfig.grace_s(request))  # torch's own stops of the workers get the grace too
+    # torch's own stops of the workers get the grace too, and none once pai-launch has signalled them
+    teardown.apply(launchconfig.grace_s(request), signalled=_signalled_by_pai_launch(control, request, launch))
     exitbarrier.apply()  # a node whose workers succeeded must not wait in torch for a peer whose workers failed
     with workerenv.applied(env):
         failures, error = _run_torch(launch.config, *_entrypoint(request, pool), watch, control, request.log_dir)
     watch.stop()
     conclude(failures, error, ran=error is None)  # torch returns normally only once its workers ran and exited
     returned.set()
+
+
+def _signalled_by_pai_launch(control: AgentControl, request: GenerationRequest, launch: _Launch) -> Callable[[], bool]:
+    """Whether the generation's workers have had their stop signal from pai-launch: this node's supervisor stopping
+    the run (it cancels the generation, then signals them) or the job, or this agent stopping them for something
+    elsewhere (multinode.NodeGeneration)."""
+    def signalled() -> bool:
+        return (control.cancelled(request.generation) or control.stopping is not None
+                or (launch.node is not None and launch.node.we_stopped))
+
+    return signalled
 
 
 def _prepare(request: GenerationRequest, joined, control: AgentControl, *, warm: bool) -> _Launch | GenerationResult:

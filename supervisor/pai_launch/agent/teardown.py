@@ -16,19 +16,29 @@ It patches the classes, so it runs in the agent process only (agent.generation, 
 
 The same patches note which workers torch began stopping (`stopped_by_torch`): a SIGTERM that ended one of them is
 torch's doing, whenever its exit happened to be seen (under load a collateral exit can be seen before the real one).
+
+Where pai-launch has already sent the workers their stop signal (a stop of the run, the job stopped on another node),
+the first one to exit looks like a failure to torch, which would SIGTERM the others in the middle of their own stop (a
+checkpoint written in a handler, cut short). Then both stops only wait for the workers, up to the grace, and SIGKILL
+those left: every worker gets one stop signal.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import signal
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 
 _grace = [30.0]
 _patch_lock = threading.Lock()
 #: pids of this generation's workers that were still running when torch (or stop_survivors) began to stop them.
 _stopping: set[int] = set()
+#: Whether pai-launch has already sent this generation's workers their stop signal (apply sets it).
+_signalled: list[Callable[[], bool]] = [lambda: False]
 
 
 def grace_targets(pcontext: type, agent: type) -> tuple[tuple[type, str], ...]:
@@ -105,8 +115,9 @@ def stop_survivors(context, grace: float) -> None:
         return
     alive = [process for process in context.processes if process.is_alive()]
     _stopping.update(process.pid for process in alive)
-    for process in alive:
-        process.terminate()
+    if not _signalled[0]():  # else they have their stop signal already: a second would cut their stop short
+        for process in alive:
+            process.terminate()
     deadline = time.monotonic() + grace
     for process in alive:
         process.join(max(0.0, deadline - time.monotonic()))
@@ -138,15 +149,54 @@ def _note_stopping(context) -> None:
     _stopping.update(running_workers(context))
 
 
-def apply(grace: float) -> None:
+def wait_for_workers(context, seconds: float) -> None:
+    """Wait up to `seconds` in all for the workers of torch's PContext `context` to end (cold: Popen, warm:
+    multiprocessing processes)."""
+    deadline = time.monotonic() + seconds
+    for handler in (getattr(context, "subprocess_handlers", None) or {}).values():
+        try:
+            handler.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return
+    for process in getattr(getattr(context, "_pc", None), "processes", None) or ():
+        process.join(max(0.0, deadline - time.monotonic()))
+
+
+def _once_signalled(cls: type) -> None:
+    """Wrap `cls.close` (PContext's, already given the grace): where pai-launch has signalled the workers, wait for
+    them up to the call's timeout, then close with SIGKILL (for those left) instead of a second stop signal."""
+    original = cls.close
+    if getattr(original, "_pai_launch_once", False):
+        return
+    signature = inspect.signature(original)  # torch's own, through functools.wraps
+
+    @functools.wraps(original)
+    def close(*args, **kwargs):
+        if not args or not _signalled[0]():
+            return original(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)  # torch's own error says what is wrong
+        wait_for_workers(args[0], float(bound.arguments.get("timeout", _grace[0])))
+        bound.arguments["death_sig"] = signal.SIGKILL
+        return original(*bound.args, **bound.kwargs)
+
+    close._pai_launch_once = True  # type: ignore[attr-defined]
+    cls.close = close
+
+
+def apply(grace: float, signalled: Callable[[], bool] = lambda: False) -> None:
     """Make `grace` what torch gives a stopping worker wherever it passes no timeout, in this process; later calls
-    only change the value. Called as each generation starts: the workers noted as stopped are the last one's."""
+    only change the value. Called as each generation starts: the workers noted as stopped are the last one's.
+    `signalled()`: whether pai-launch has sent this generation's workers their stop signal already."""
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing import api
 
-    _grace[0] = grace
+    _grace[0], _signalled[0] = grace, signalled
     _stopping.clear()
     with _patch_lock:
         for cls, name in grace_targets(api.PContext, LocalElasticAgent):
             default_timeout(cls, name, before=_note_stopping if cls is api.PContext else None)
+        _once_signalled(api.PContext)
         _survivors_first(api.MultiprocessContext)
