@@ -83,3 +83,35 @@ def test_every_report_of_the_threads_is_translated_or_already_an_event_of_the_ma
     untranslated = set(get_args(Observation)) - set(TRANSLATIONS)
     assert untranslated <= set(get_args(Event)), sorted(kind.__name__ for kind in untranslated - set(get_args(Event)))
     assert all(callable(translate) for translate in TRANSLATIONS.values())
+
+
+def test_a_pause_that_falls_within_the_loops_housekeeping_is_still_a_pause(tmp_path, monkeypatch):
+    # SIGSTOP can land while the loop scans the process tree. The pause must count from the last tick, or the next
+    # Tick comes with the agent's silence and the save folder's quiet grown by the pause: a false hung agent or stall.
+    from pai_launch.core.events import Resumed, Tick
+    from pai_launch.supervise.loop import runner as runner_module
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spec = LaunchSpec(script=FAKE_TRAINER, workdir=tmp_path, python=sys.executable, nproc=2, log_format="json")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PAI_LAUNCH_")}
+    inbox: queue.SimpleQueue = queue.SimpleQueue()
+    runner = Runner(spec, SaveSession(spec, env), inbox, env, (), own_world(spec, env, inbox))
+    clock = [1000.0]
+    monkeypatch.setattr(runner_module, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    pause = runner_module.PAUSED_AFTER + 2.0
+    housekept: list[float] = []
+
+    def housekeeping() -> None:
+        housekept.append(clock[0])
+        clock[0] += pause if len(housekept) == 2 else 0.01
+
+    monkeypatch.setattr(runner, "housekeeping", housekeeping)
+    monkeypatch.setattr(runner, "resumed", lambda now, paused: Resumed(now, paused, None))
+
+    first = runner.next_event()
+    clock[0] += runner_module.TICK
+    second = runner.next_event()
+
+    assert isinstance(first, Tick) and len(housekept) == 2
+    assert isinstance(second, Resumed), second
+    assert second.paused >= pause and second.now == clock[0]

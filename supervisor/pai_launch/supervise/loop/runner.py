@@ -198,12 +198,7 @@ class Runner:
             now = time.monotonic()
             if now >= self.next_tick:
                 self.next_tick = now + TICK
-                self.housekeeping()
-                paused = now - self.last_tick if self.last_tick is not None else 0.0
-                self.last_tick = now = time.monotonic()
-                if paused >= PAUSED_AFTER:
-                    return self.resumed(now, paused)
-                return Tick(now)
+                return self.tick()
             try:
                 raw = self.inbox.get(timeout=self.next_tick - now)
             except queue.Empty:
@@ -213,6 +208,17 @@ class Runner:
             event = self.translator.event_for(raw, self.state)
             if event is not None:
                 return event
+
+    def tick(self) -> Tick | Resumed:
+        """The loop's turn: housekeeping, then a Tick, or Resumed where the loop had not run for PAUSED_AFTER s. The
+        time is read after the housekeeping, so a pause that fell within it (a scan of the process tree) counts."""
+        self.housekeeping()
+        now = time.monotonic()
+        paused = now - self.last_tick if self.last_tick is not None else 0.0
+        self.last_tick = now
+        if paused >= PAUSED_AFTER:
+            return self.resumed(now, paused)
+        return Tick(now)
 
     def resumed(self, now: float, paused: float) -> Resumed:
         """The loop did not run for `paused` s: the save folder's last write, read again, goes to the machine with it
