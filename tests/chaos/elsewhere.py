@@ -31,6 +31,9 @@ ELSEWHERE: tuple[Tested, ...] = (
            "interpreter would",
            "tests/proc/test_warm_workers.py::"
            "test_a_signal_that_reaches_a_warm_worker_as_it_starts_ends_it_before_the_script_runs"),
+    Tested("Slurm kills `scontrol requeue` as it requeues the job (--requeue-on; a slow scontrol on PATH)",
+           "job_requeued, its evidence Slurm's count of restarts, no requeue_failed; the requeued job resumes",
+           "tests/slurm/test_slurm_jobs.py::test_the_warning_signal_stops_the_job_which_requeues_itself_and_resumes"),
     Tested("one rank fails; the agent stops another, whose end is seen first (a late watch and torch, a fault hook)",
            "the failed rank is named, its own exit code; the stopped one comes after it",
            "tests/proc/test_launch_blame.py::"

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -132,9 +134,29 @@ def test_scancel_mid_generation_leaves_nothing_and_a_resubmission_resumes(job):
     job.nothing_left()
 
 
+SLOW_TO_EXIT_SCONTROL = """\
+#!/bin/sh
+# The real scontrol; after a requeue it lingers, so Slurm's SIGTERM to the job's processes (sent as the requeue takes
+# effect) ends it before it exits 0: what a loaded node does to the real one now and then.
+{real} "$@"
+status=$?
+if [ "$1" = requeue ]; then sleep 30; fi
+exit $status
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(360)
 def test_the_warning_signal_stops_the_job_which_requeues_itself_and_resumes(job):
+    # Slurm kills `scontrol requeue` as it requeues the job: pai-launch still knows the job was requeued (Slurm counts
+    # the restart) and says so, with no requeue_failed.
+    folder = job.root / "bin"
+    folder.mkdir()
+    real = shutil.which("scontrol", path=job.env["PATH"])
+    assert real, "scontrol is not on PATH"
+    (folder / "scontrol").write_text(SLOW_TO_EXIT_SCONTROL.format(real=real))
+    (folder / "scontrol").chmod(0o755)
+    job.env["PATH"] = f"{folder}{os.pathsep}{job.env['PATH']}"
     job_id = job.submit("--nproc", "1", trainer=("--generations", "3", "--hold-until", str(job.hold)))
     job.ready(2)
     job.cluster.scancel(job_id, "--batch", "--signal=USR1")  # what sbatch --signal=B:USR1@SECONDS sends
@@ -144,7 +166,9 @@ def test_the_warning_signal_stops_the_job_which_requeues_itself_and_resumes(job)
     # returned, and run_finished as it exits): wait for both nodes' last lines.
     wait_until(lambda: len(json_events(job.log(job_id), "run_finished")) == 2, 60, message="both nodes' run_finished")
     first_run = job.log(job_id)
-    assert [e["node"] for e in json_events(first_run, "job_requeued")] == [0]
+    assert [e["node"] for e in json_events(first_run, "job_requeued")] == [0], first_run[-3000:]
+    assert "scontrol requeue was killed by SIGTERM" in json_events(first_run, "job_requeued")[0]["evidence"]
+    assert json_events(first_run, "requeue_failed") == []
     assert sorted((e["node"], e["exit_code"]) for e in json_events(first_run, "run_finished")) == [(0, 138), (1, 138)]
     # Each worker got SIGUSR1 once (Slurm signals the whole job step; pai-launch does not hand it on twice), then
     # SIGTERM.

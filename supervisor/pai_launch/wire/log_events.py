@@ -123,7 +123,7 @@ JOB_STOP_ANNOUNCED = LogEvent("job_stop_announced", "reason told")
 JOB_STOP_SEEN = LogEvent("job_stop_seen", "reason")
 JOB_STORE_LOST = LogEvent("job_store_lost", "reason")
 SLURM_JOB = LogEvent("slurm_job", "job_id restart_count requeue_on")
-JOB_REQUEUED = LogEvent("job_requeued", "job_id")
+JOB_REQUEUED = LogEvent("job_requeued", "job_id evidence")
 REQUEUE_FAILED = LogEvent("requeue_failed", "job_id error")
 
 #: Every event pai-launch logs, by name.

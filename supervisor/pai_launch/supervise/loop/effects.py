@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from typing import get_args
@@ -53,6 +52,7 @@ from pai_launch.supervise.folder import logspace
 from pai_launch.supervise.folder.savefolder import INIT_RUN, SaveFolderError
 from pai_launch.supervise.folder.session import SaveSession
 from pai_launch.supervise.job import plan
+from pai_launch.supervise.loop import requeue
 from pai_launch.supervise.loop.endings import Endings
 from pai_launch.supervise.loop.world import World
 from pai_launch.wire import crossnode, log_events, storevalues
@@ -77,17 +77,12 @@ class Effects:
     def requeue_job(self) -> None:
         """--requeue-on: every process of the run is stopped; have Slurm run the job again (it resumes from here)."""
         job = self.spec.slurm_job_id or ""
-        try:
-            done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=str(exc), hint="requeue the job by hand: "
-                           "scontrol requeue JOBID")
-            return
-        if done.returncode == 0:
-            self.log.warning(log_events.JOB_REQUEUED, job_id=job, hint="Slurm runs the job again; it resumes from the "
-                             "save folder")
+        asked = requeue.requeue(job, self.spec.slurm_restart_count)
+        if asked.requeued:
+            self.log.warning(log_events.JOB_REQUEUED, job_id=job, evidence=asked.evidence,
+                             hint="Slurm runs the job again; it resumes from the save folder")
         else:
-            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=(done.stderr or done.stdout).strip(),
+            self.log.error(log_events.REQUEUE_FAILED, job_id=job, error=asked.error,
                            hint="was the job submitted with --requeue? requeue it by hand: scontrol requeue JOBID")
 
     def start_init(self, action: StartInit, state: State) -> None:
